@@ -1,0 +1,100 @@
+"""End-to-end freshness: publish → preference visible in Postgres, at a steady rate.
+
+Starts the whole pipeline (extractor, memory processor, projectors) in a fresh namespace,
+publishes one turn every 1/rate s ("I live in C<i>" for a new user each time), and polls the
+key-value read model every 2 ms to see when each value appears. Prints p50/p95/p99.
+    .venv/bin/python -m bench.freshness [--rate 100] [--seconds 30]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+import uuid
+
+import psycopg
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rate", type=float, default=100.0)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--warmup", type=float, default=5.0)
+    args = ap.parse_args()
+    os.environ["MEMSTREAM_NAMESPACE"] = os.environ.get("MEMSTREAM_NAMESPACE", "bench" + uuid.uuid4().hex[:6])
+    from memstream.config import get_settings
+    from memstream.sdk import MemoryClient
+    from memstream.workers import start_pipeline, stop_pipeline
+    from projections.pg import ensure_schema
+    settings = get_settings()
+    ensure_schema(settings)
+    client = MemoryClient(settings)
+    procs = start_pipeline(settings)
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        conn = psycopg.connect(settings.pg_dsn(), autocommit=True)
+        q = f'SELECT user_id FROM "{settings.namespace}".preferences WHERE user_id = ANY(%s)'
+        while not stop.is_set():
+            pending = [u for u in list(sent) if u not in seen]
+            if pending:
+                now = time.perf_counter()
+                for (u,) in conn.execute(q, (pending,)).fetchall():
+                    seen[u] = now
+            time.sleep(0.002)
+
+    try:
+        # Warm-up: wait until the pipeline answers at all (faust start-up, group joins).
+        probe = "probe-" + uuid.uuid4().hex[:6]
+        client.record_turn(probe, "s", "user", "I live in Probe")
+        sent[probe] = time.perf_counter()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        t0 = time.monotonic()
+        while probe not in seen:
+            if time.monotonic() - t0 > 120:
+                raise SystemExit("pipeline did not answer within 120 s")
+            time.sleep(0.05)
+        print(f"pipeline ready after {time.monotonic() - t0:.1f}s")
+        interval = 1.0 / args.rate
+        total = int(args.rate * (args.seconds + args.warmup))
+        start = time.perf_counter()
+        measured: list[str] = []
+        for i in range(total):
+            target = start + i * interval
+            delay = target - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            user = f"fresh-{uuid.uuid4().hex[:10]}"
+            client.keys.key_for_write(user)  # key creation is a one-off per user, not per turn
+            t = time.perf_counter()
+            client.record_turn_nowait(user, "s", "user", f"I live in C{i}")
+            sent[user] = t
+            if i >= args.rate * args.warmup:
+                measured.append(user)
+        client.flush()
+        deadline = time.monotonic() + 30
+        while any(u not in seen for u in measured) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        lat = [(seen[u] - sent[u]) * 1000 for u in measured if u in seen]
+        missing = len(measured) - len(lat)
+        print(f"freshness publish→preference visible, {args.rate:.0f} turns/s for {args.seconds:.0f}s "
+              f"({len(lat)} turns, {missing} missing): p50 {percentile(lat, 0.5):.0f} ms, "
+              f"p95 {percentile(lat, 0.95):.0f} ms, p99 {percentile(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
+    finally:
+        stop.set()
+        stop_pipeline(procs)
+        client.close()
+
+
+if __name__ == "__main__":
+    main()

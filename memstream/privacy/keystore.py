@@ -1,0 +1,136 @@
+"""The key store: one AES-256 data key per user, wrapped by the current master key, in Postgres.
+
+It is the one piece of state not derived from the log (back it up: see README "Key store").
+Deleting a user's row is erasure: every sealed field of every event of theirs becomes
+unreadable, in Kafka, in backups and in any replay.
+
+Lookups are cached per process. The write-side cache expires after `ttl` seconds so a process
+that missed a `user.erased` event stops sealing with a deleted key soon after; readers evict on
+`user.erased` and also cache misses briefly so a rebuild over an erased user stays fast.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import psycopg
+import psycopg.sql
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from memstream.config import Settings
+from memstream.privacy.masterkeys import MasterKeys, load_master_keys
+
+DDL = """
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.user_keys (
+    user_id    text PRIMARY KEY,
+    kid        text NOT NULL,
+    wrapped    bytea NOT NULL,
+    master_kid text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+
+class KeyStore:
+    def __init__(self, settings: Settings, master: MasterKeys | None = None, ttl: float = 30.0):
+        self._schema = psycopg.sql.Identifier(settings.namespace)
+        self._master = master or load_master_keys(settings)
+        self._conn = psycopg.connect(settings.pg_dsn(settings.pg_keys_database), autocommit=True)
+        self._lock = threading.Lock()
+        self._ttl = ttl
+        self._write: dict[str, tuple[float, str, AESGCM]] = {}
+        self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
+        with self._lock:
+            self._conn.execute(psycopg.sql.SQL(DDL).format(schema=self._schema))
+
+    def _sql(self, text: str) -> psycopg.sql.Composed:
+        return psycopg.sql.SQL(text).format(schema=self._schema)
+
+    # -- KeyRing interface used by schemas.codec ---------------------------------------
+    def key_for_write(self, user: str) -> tuple[str, AESGCM]:
+        """The user's current data key, created on their first event."""
+        now = time.monotonic()
+        hit = self._write.get(user)
+        if hit and hit[0] > now:
+            return hit[1], hit[2]
+        row = self._load(user)
+        if row is None:
+            row = self._create(user)
+        kid, key = row
+        aead = AESGCM(key)
+        self._write[user] = (now + self._ttl, kid, aead)
+        self._read[(user, kid)] = (now + 3600.0, aead)
+        return kid, aead
+
+    def key_for_read(self, user: str, kid: str) -> AESGCM | None:
+        """The key that sealed an event, or None when it was erased (the content is gone)."""
+        now = time.monotonic()
+        hit = self._read.get((user, kid))
+        if hit and hit[0] > now:
+            return hit[1]
+        row = self._load(user)
+        aead = AESGCM(row[1]) if row is not None and row[0] == kid else None
+        self._read[(user, kid)] = (now + (3600.0 if aead else self._ttl), aead)
+        return aead
+
+    def forget_cached(self, user: str) -> None:
+        self._write.pop(user, None)
+        for k in [k for k in self._read if k[0] == user]:
+            del self._read[k]
+
+    # -- operations ------------------------------------------------------------------------
+    def erase(self, user: str) -> bool:
+        """Delete the user's data key. Returns whether a key existed."""
+        with self._lock:
+            cur = self._conn.execute(self._sql("DELETE FROM {schema}.user_keys WHERE user_id = %s"), (user,))
+        self.forget_cached(user)
+        return cur.rowcount > 0
+
+    def has_key(self, user: str) -> bool:
+        return self._load(user) is not None
+
+    def rotate_master(self) -> int:
+        """Re-wrap every data key still wrapped by an older master key. Returns how many."""
+        n = 0
+        with self._lock:
+            rows = self._conn.execute(self._sql(
+                "SELECT user_id, kid, wrapped, master_kid FROM {schema}.user_keys WHERE master_kid <> %s"),
+                (self._master.current_kid,)).fetchall()
+            for user, kid, wrapped, master_kid in rows:
+                key = self._master.unwrap(user, kid, master_kid, bytes(wrapped))
+                new_mkid, new_wrapped = self._master.wrap(user, kid, key)
+                self._conn.execute(self._sql(
+                    "UPDATE {schema}.user_keys SET wrapped = %s, master_kid = %s WHERE user_id = %s AND kid = %s"),
+                    (new_wrapped, new_mkid, user, kid))
+                n += 1
+        return n
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- storage ---------------------------------------------------------------------------
+    def _load(self, user: str) -> tuple[str, bytes] | None:
+        with self._lock:
+            row = self._conn.execute(self._sql(
+                "SELECT kid, wrapped, master_kid FROM {schema}.user_keys WHERE user_id = %s"), (user,)).fetchone()
+        if row is None:
+            return None
+        kid, wrapped, master_kid = row
+        return kid, self._master.unwrap(user, kid, master_kid, bytes(wrapped))
+
+    def _create(self, user: str) -> tuple[str, bytes]:
+        # Two processes may race to create the first key: ON CONFLICT keeps the first, and
+        # both then read the winner back, so every event of the user uses one key.
+        kid = uuid.uuid4().hex[:16]
+        key = os.urandom(32)
+        master_kid, wrapped = self._master.wrap(user, kid, key)
+        with self._lock:
+            self._conn.execute(self._sql(
+                "INSERT INTO {schema}.user_keys (user_id, kid, wrapped, master_kid) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (user_id) DO NOTHING"), (user, kid, wrapped, master_kid))
+        row = self._load(user)
+        assert row is not None
+        return row

@@ -1,0 +1,102 @@
+"""The Python SDK: publish what happens to an agent (turns, task steps), sync and async.
+
+Every publish goes through an idempotent, acks=all producer and resolves to a Position (topic,
+partition, offset) — the token a later query can pass to read its own writes. Content is sealed
+with the user's data key before it leaves the process.
+"""
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future
+from datetime import datetime
+
+from memstream.bus import EventProducer, Position, ensure_topics
+from memstream.config import Settings, get_settings
+from memstream.privacy.keystore import KeyStore
+from schemas.codec import encode, make_envelope
+from schemas.events import EventData, StepObserved, TaskFinished, TaskStarted, TurnRecorded
+
+PRODUCER = "sdk/1"
+
+
+class MemoryClient:
+    """Synchronous client. `*_nowait` variants return a Future for bulk publishing."""
+
+    def __init__(self, settings: Settings | None = None, *, create_topics: bool = True):
+        self.settings = settings or get_settings()
+        if create_topics:
+            ensure_topics(self.settings)
+        self.keys = KeyStore(self.settings)
+        self._producer = EventProducer(self.settings)
+
+    # -- generic ------------------------------------------------------------------------------
+    def publish_nowait(self, topic: str, data: EventData, *, user: str, at: datetime | None = None,
+                       correlation: str | None = None, causation: str | None = None) -> Future:
+        env = make_envelope(data, user=user, time=at, correlation=correlation, causation=causation, producer=PRODUCER)
+        return self._producer.send(self.settings.topic(topic), user, encode(env, self.keys))
+
+    # -- turns ----------------------------------------------------------------------------------
+    def record_turn_nowait(self, user: str, session: str, role: str, content: str, *, task: str | None = None,
+                           at: datetime | None = None, correlation: str | None = None) -> Future:
+        return self.publish_nowait("turns", TurnRecorded(session=session, task=task, role=role, content=content),
+                                   user=user, at=at, correlation=correlation)
+
+    def record_turn(self, user: str, session: str, role: str, content: str, **kw) -> Position:
+        return self.record_turn_nowait(user, session, role, content, **kw).result(timeout=30)
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def start_task(self, user: str, task: str, *, session: str | None = None, goal: str = "",
+                   at: datetime | None = None) -> Position:
+        return self.publish_nowait("tasks", TaskStarted(task=task, session=session, goal=goal), user=user, at=at).result(30)
+
+    def record_step(self, user: str, task: str, content: str, *, status: str = "ok", kind: str = "step",
+                    session: str | None = None, at: datetime | None = None) -> Position:
+        data = StepObserved(task=task, session=session, kind=kind, status=status, content=content)
+        return self.publish_nowait("tasks", data, user=user, at=at).result(30)
+
+    def finish_task(self, user: str, task: str, *, status: str = "succeeded", at: datetime | None = None) -> Position:
+        return self.publish_nowait("tasks", TaskFinished(task=task, status=status), user=user, at=at).result(30)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        self._producer.flush(timeout)
+
+    def close(self) -> None:
+        self._producer.close()
+        self.keys.close()
+
+    def __enter__(self) -> "MemoryClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class AsyncMemoryClient:
+    """asyncio client over the same producer: `await client.record_turn(...)` → Position."""
+
+    def __init__(self, settings: Settings | None = None, *, create_topics: bool = True):
+        self._sync = MemoryClient(settings, create_topics=create_topics)
+
+    async def record_turn(self, user: str, session: str, role: str, content: str, **kw) -> Position:
+        return await asyncio.wrap_future(self._sync.record_turn_nowait(user, session, role, content, **kw))
+
+    async def start_task(self, user: str, task: str, **kw) -> Position:
+        return await asyncio.to_thread(self._sync.start_task, user, task, **kw)
+
+    async def record_step(self, user: str, task: str, content: str, **kw) -> Position:
+        return await asyncio.to_thread(self._sync.record_step, user, task, content, **kw)
+
+    async def finish_task(self, user: str, task: str, **kw) -> Position:
+        return await asyncio.to_thread(self._sync.finish_task, user, task, **kw)
+
+    async def flush(self) -> None:
+        await asyncio.to_thread(self._sync.flush)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._sync.close)
+
+    async def __aenter__(self) -> "AsyncMemoryClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

@@ -1,0 +1,77 @@
+"""Process entry points: each processor and the projectors run in their own process.
+
+`start_pipeline` launches them as child processes (what `memstream run`, the demo and the
+tests use); each can also be started alone with `memstream worker NAME`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from memstream.config import Settings
+
+PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
+WORKERS = ("extractor", "memory", "projectors")
+
+
+def _projector(name: str, settings: Settings):
+    from projections.graph_projector import GraphProjector
+    from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
+    return {"kv-preferences": PreferencesProjector, "pgvector-items": MemoryItemsProjector,
+            "neo4j-graph": GraphProjector}[name](settings)
+
+
+def _run_faust(app) -> None:
+    from faust.worker import Worker
+    Worker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False).execute_from_commandline()
+
+
+def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJECTORS) -> None:
+    from memstream.bus import ensure_topics
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    ensure_topics(settings)
+    if name == "extractor":
+        from memstream.embedding import make_embedder
+        from streams.extractor import build
+        _run_faust(build(settings, make_embedder(settings)))
+    elif name == "memory":
+        from streams.memory_processor import build
+        _run_faust(build(settings))
+    elif name == "projectors":
+        from memstream.privacy.keystore import KeyStore
+        from projections.runner import ProjectorRunner, run_until_signalled
+        keys = KeyStore(settings)
+        run_until_signalled([ProjectorRunner(_projector(p, settings), settings, keys) for p in projectors])
+    else:
+        raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS)}")
+
+
+def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | None = None) -> dict[str, subprocess.Popen]:
+    """Start every worker as a child process with the same settings (passed through the env)."""
+    log_dir = log_dir or settings.stack_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    child_env = {**os.environ, **(env or {}), "MEMSTREAM_NAMESPACE": settings.namespace}
+    procs = {}
+    for name in WORKERS:
+        log = open(log_dir / f"{settings.namespace}-{name}.log", "ab")
+        procs[name] = subprocess.Popen([sys.executable, "-m", "memstream.cli", "worker", name],
+                                       stdout=log, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
+    return procs
+
+
+def stop_pipeline(procs: dict[str, subprocess.Popen], timeout: float = 15.0) -> None:
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in procs.values():
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

@@ -1,0 +1,71 @@
+"""Neo4j memory graph: (:Memory) nodes, MERGE on ids; positions stored in Neo4j itself.
+
+The position nodes are written in the same Neo4j transaction as the graph changes — that is
+what makes a kill -9 at any moment safe (law 3). Nodes carry `ns` (the namespace) so several
+namespaces (tests, what-if runs) can share one Neo4j community database.
+"""
+from __future__ import annotations
+
+from neo4j import GraphDatabase
+
+from memstream.config import Settings
+from projections.runner import Item, Projector, TopicPart, erased_or, runs_by_kind
+
+SETUP = (
+    "CREATE CONSTRAINT memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
+    "CREATE CONSTRAINT projector_position IF NOT EXISTS FOR (p:ProjectorPosition) REQUIRE p.key IS UNIQUE",
+    "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.ns, m.user)",
+)
+
+
+class GraphProjector(Projector):
+    name = "neo4j-graph"
+    topics = ("memory",)
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.ns = settings.namespace
+        self.driver = None
+
+    def setup(self) -> None:
+        self.driver = GraphDatabase.driver(self.settings.neo4j_uri, auth=None)
+        with self.driver.session() as s:
+            for stmt in SETUP:
+                s.run(stmt).consume()
+
+    def _key(self, topic: str, partition: int) -> str:
+        return f"{self.ns}|{self.name}|{topic}|{partition}"
+
+    def positions(self) -> dict[TopicPart, int]:
+        with self.driver.session() as s:
+            rows = s.run("MATCH (p:ProjectorPosition {ns: $ns, projector: $name}) RETURN p.topic AS t, p.partition AS p, p.next_offset AS o",
+                         ns=self.ns, name=self.name).data()
+        return {(r["t"], r["p"]): r["o"] for r in rows}
+
+    def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None:
+        def work(tx):
+            for kind, run in runs_by_kind(items, erased_or("create", "memory.created")):
+                if kind == "erase":
+                    tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
+                           users=[i.event.user for i in run], ns=self.ns).consume()
+                else:
+                    rows = [{"id": d.memory_id, "user": i.event.user, "content": d.content, "category": d.category,
+                             "importance": d.importance, "created_at": i.event.time.isoformat()}
+                            for i in run for d in (i.event.data,)]
+                    tx.run("UNWIND $rows AS r MERGE (m:Memory {id: r.id}) "
+                           "ON CREATE SET m.ns = $ns, m.user = r.user, m.content = r.content, m.category = r.category, "
+                           "m.importance = r.importance, m.status = 'active', m.created_at = r.created_at",
+                           rows=rows, ns=self.ns).consume()
+            tx.run("UNWIND $pos AS p MERGE (n:ProjectorPosition {key: p.key}) "
+                   "SET n.ns = $ns, n.projector = $name, n.topic = p.topic, n.partition = p.partition, "
+                   "n.next_offset = CASE WHEN n.next_offset IS NULL OR n.next_offset < p.o THEN p.o ELSE n.next_offset END",
+                   pos=[{"key": self._key(t, p), "topic": t, "partition": p, "o": o} for (t, p), o in positions.items()],
+                   ns=self.ns, name=self.name).consume()
+
+        with self.driver.session() as s:
+            s.execute_write(work)
+
+    def close(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
+

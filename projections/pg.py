@@ -1,0 +1,96 @@
+"""Postgres read models (schema = namespace): positions, key-value preferences, pgvector items."""
+from __future__ import annotations
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+
+from memstream.config import Settings
+
+DDL = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.projector_positions (
+    projector   text   NOT NULL,
+    topic       text   NOT NULL,
+    partition   int    NOT NULL,
+    next_offset bigint NOT NULL,
+    PRIMARY KEY (projector, topic, partition)
+);
+CREATE TABLE IF NOT EXISTS {s}.preferences (
+    user_id    text NOT NULL,
+    key        text NOT NULL,
+    value      text NOT NULL,
+    version    int  NOT NULL,
+    memory_id  text,
+    event_id   text NOT NULL,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (user_id, key)
+);
+CREATE TABLE IF NOT EXISTS {s}.preference_history (
+    user_id    text NOT NULL,
+    key        text NOT NULL,
+    version    int  NOT NULL,
+    value      text NOT NULL,
+    event_id   text NOT NULL,
+    supersedes text,
+    set_at     timestamptz NOT NULL,
+    PRIMARY KEY (user_id, key, version)
+);
+CREATE TABLE IF NOT EXISTS {s}.memory_items (
+    memory_id     text PRIMARY KEY,
+    user_id       text NOT NULL,
+    key           text,
+    value         text,
+    content       text NOT NULL,
+    category      text NOT NULL,
+    tags          text[] NOT NULL DEFAULT '{{}}',
+    slot_hint     text,
+    importance    real NOT NULL,
+    embedding     vector({dim}) NOT NULL,
+    status        text NOT NULL DEFAULT 'active',
+    superseded_by text,
+    session       text,
+    fact_id       text,
+    event_id      text NOT NULL,
+    created_at    timestamptz NOT NULL,
+    updated_at    timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_items_user_created ON {s}.memory_items (user_id, created_at);
+CREATE INDEX IF NOT EXISTS memory_items_embedding ON {s}.memory_items USING hnsw (embedding vector_cosine_ops);
+"""
+
+
+def schema(settings: Settings) -> sql.Identifier:
+    return sql.Identifier(settings.namespace)
+
+
+def connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection:
+    conn = psycopg.connect(settings.pg_dsn(), autocommit=autocommit)
+    register_vector(conn)
+    return conn
+
+
+def ensure_schema(settings: Settings) -> None:
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+        # Concurrent projectors may race on CREATE … IF NOT EXISTS; an advisory lock serialises them.
+        conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")
+        try:
+            conn.execute(sql.SQL(DDL).format(s=schema(settings), dim=sql.Literal(settings.embed_dim)))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
+
+
+def load_positions(conn: psycopg.Connection, settings: Settings, projector: str) -> dict[tuple[str, int], int]:
+    rows = conn.execute(sql.SQL("SELECT topic, partition, next_offset FROM {s}.projector_positions WHERE projector = %s")
+                        .format(s=schema(settings)), (projector,)).fetchall()
+    conn.commit()
+    return {(t, p): o for t, p, o in rows}
+
+
+def save_positions(cur: psycopg.Cursor, settings: Settings, projector: str, positions: dict[tuple[str, int], int]) -> None:
+    cur.executemany(sql.SQL(
+        "INSERT INTO {s}.projector_positions (projector, topic, partition, next_offset) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (projector, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset "
+        "WHERE {s}.projector_positions.next_offset < EXCLUDED.next_offset").format(s=schema(settings)),
+        [(projector, t, p, o) for (t, p), o in positions.items()])

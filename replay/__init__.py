@@ -1,0 +1,1 @@
+"""Rebuild, time travel and audit over the log (issue 6). Nothing here yet."""

@@ -1,0 +1,1 @@
+"""The event contract: envelope, typed event models, JSON Schemas, upcasters, sealing codec."""

@@ -1,0 +1,150 @@
+"""Encode and decode events: seal/unseal personal fields, validate, upcast.
+
+Decoding order (each step's reason in brackets):
+ 1. parse and validate the wire envelope          [a broken record is rejected before any use]
+ 2. find the (type, version) schema                [unknown versions go to the dead-letter topic]
+ 3. open the sealed part with the user's data key  [a missing key means erased: data=None, no error]
+ 4. validate the data against its own version      [errors name the field]
+ 5. upcast to the latest version                   [the rest of the code sees one shape per type]
+"""
+from __future__ import annotations
+
+import base64
+import os
+from datetime import datetime, timezone
+from typing import Protocol
+
+import numpy as np
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import ValidationError
+
+from memstream.errors import InvalidEvent, UnknownEventVersion
+from memstream.ids import uuid7
+from schemas.envelope import Envelope, WireEnvelope
+from schemas.events import LATEST, REGISTRY, EventData
+from schemas.upcasters import upcast
+
+VECTOR_FIELDS = frozenset({"embedding"})
+
+
+class KeyRing(Protocol):
+    def key_for_write(self, user: str) -> tuple[str, AESGCM]: ...
+    def key_for_read(self, user: str, kid: str) -> AESGCM | None: ...
+
+
+def _format_validation(prefix: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+        parts.append(f"{prefix}{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _pack_vector(values) -> str:
+    return base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode()
+
+
+def _unpack_vector(text: str) -> list[float]:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").tolist()
+
+
+def isoformat(t: datetime) -> str:
+    return t.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def make_envelope(data: EventData, *, user: str, time: datetime | None = None, id: str | None = None,
+                  causation: str | None = None, correlation: str | None = None,
+                  producer: str = "memstream") -> Envelope:
+    """A new event. Fresh events get a UUIDv7 stamped with their own event time."""
+    when = time or datetime.now(timezone.utc)
+    if when.tzinfo is None:
+        raise InvalidEvent("event time must carry a timezone")
+    return Envelope(id=id or uuid7(when), type=data.TYPE, version=data.VERSION, user=user, time=when,
+                    causation=causation, correlation=correlation, producer=producer, data=data,
+                    stored_version=data.VERSION)
+
+
+def encode(env: Envelope, keys: KeyRing) -> bytes:
+    data = env.data
+    assert data is not None, "cannot encode an erased event"
+    full = data.model_dump(mode="json")
+    clear = {k: v for k, v in full.items() if k not in data.SEALED}
+    record: dict = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
+                    "time": isoformat(env.time), "causation": env.causation,
+                    "correlation": env.correlation, "producer": env.producer, "data": clear}
+    if data.SEALED:
+        personal = {k: full[k] for k in data.SEALED}
+        for name in VECTOR_FIELDS & personal.keys():
+            personal[name] = _pack_vector(personal[name])
+        kid, aead = keys.key_for_write(env.user)
+        nonce = os.urandom(12)
+        ct = aead.encrypt(nonce, orjson.dumps(personal), env.id.encode())
+        record["sealed"] = {"kid": kid, "ct": base64.b64encode(nonce + ct).decode()}
+    return orjson.dumps(record)
+
+
+def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
+    if raw is None:
+        raise InvalidEvent("empty record (null value)")
+    # 1. envelope
+    try:
+        wire = WireEnvelope.model_validate_json(raw)
+    except ValidationError as exc:
+        raise InvalidEvent(_format_validation("", exc)) from None
+    # 2. schema for this (type, version)
+    cls = REGISTRY.get((wire.type, wire.v))
+    if cls is None:
+        known = sorted(v for (t, v) in REGISTRY if t == wire.type)
+        raise UnknownEventVersion(
+            f"unknown event {wire.type} v{wire.v} (known versions: {known or 'none'})")
+    # 3. sealed part
+    values = dict(wire.data)
+    if cls.SEALED:
+        if wire.sealed is None:
+            raise InvalidEvent(f"{wire.type} v{wire.v} must seal {sorted(cls.SEALED)} but has no `sealed` part")
+        aead = keys.key_for_read(wire.user, wire.sealed.kid)
+        if aead is None:
+            return Envelope(wire.id, wire.type, LATEST[wire.type].VERSION, wire.user, wire.time, wire.causation,
+                            wire.correlation, wire.producer, None, wire.v)
+        blob = base64.b64decode(wire.sealed.ct)
+        try:
+            personal = orjson.loads(aead.decrypt(blob[:12], blob[12:], wire.id.encode()))
+        except InvalidTag:
+            raise InvalidEvent("sealed part fails authentication (tampered, or moved from another event)") from None
+        for name in VECTOR_FIELDS & personal.keys():
+            personal[name] = _unpack_vector(personal[name])
+        clash = values.keys() & personal.keys()
+        if clash:
+            raise InvalidEvent(f"fields both clear and sealed: {sorted(clash)}")
+        values.update(personal)
+    elif wire.sealed is not None:
+        raise InvalidEvent(f"{wire.type} v{wire.v} has no personal fields but carries a `sealed` part")
+    # 4. validate against its own version
+    try:
+        data: EventData = cls.model_validate(values)
+    except ValidationError as exc:
+        raise InvalidEvent(_format_validation("data.", exc)) from None
+    # 5. upcast
+    latest = LATEST[wire.type]
+    if latest is not cls:
+        data = latest.model_validate(upcast(wire.type, wire.v, data.model_dump(), latest.VERSION))
+    return Envelope(wire.id, wire.type, latest.VERSION, wire.user, wire.time, wire.causation,
+                    wire.correlation, wire.producer, data, wire.v)
+
+
+def seal_blob(keys: KeyRing, user: str, aad: str, blob: bytes) -> dict:
+    """Seal arbitrary bytes (e.g. a dead-lettered record, processor state) with the user's key."""
+    kid, aead = keys.key_for_write(user)
+    nonce = os.urandom(12)
+    return {"kid": kid, "ct": base64.b64encode(nonce + aead.encrypt(nonce, blob, aad.encode())).decode()}
+
+
+def open_blob(keys: KeyRing, user: str, aad: str, sealed: dict) -> bytes | None:
+    """The inverse of seal_blob; None when the user's key was erased."""
+    aead = keys.key_for_read(user, sealed["kid"])
+    if aead is None:
+        return None
+    blob = base64.b64decode(sealed["ct"])
+    return aead.decrypt(blob[:12], blob[12:], aad.encode())

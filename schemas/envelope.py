@@ -1,0 +1,60 @@
+"""The envelope every record carries, on the wire and in memory.
+
+Wire form (orjson): {id, type, v, user, time, causation, correlation, producer, data, sealed}.
+`data` holds the clear fields; `sealed` = {kid, ct} holds the personal fields, AES-GCM-encrypted
+with the user's data key and the event id as associated data (a ciphertext cannot be moved to
+another event). Kafka key = user id.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from schemas.events import EventData
+
+D = TypeVar("D", bound=EventData)
+
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+
+class Sealed(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kid: str = Field(min_length=1, description="Id of the user's data key that sealed `ct`.")
+    ct: str = Field(min_length=16, description="base64(nonce ‖ AES-GCM ciphertext ‖ tag) of the personal fields (orjson).")
+
+
+class WireEnvelope(BaseModel):
+    """The envelope as it travels; validated before anything else is read."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str = Field(pattern=UUID_PATTERN, description="Time-ordered event id (UUIDv7; derived events UUIDv8).")
+    type: str = Field(pattern=r"^[a-z_]+\.[a-z_]+$", description="Past-tense event type, e.g. turn.recorded.")
+    v: int = Field(ge=1, description="Schema version of `data`.")
+    user: str = Field(min_length=1, max_length=200, description="User id; also the Kafka key.")
+    time: AwareDatetime = Field(description="Event time (ISO 8601 with offset); decisions use it, never the wall clock.")
+    causation: str | None = Field(None, description="Id of the event that caused this one.")
+    correlation: str | None = Field(None, description="Id shared by everything one request set off.")
+    producer: str = Field(min_length=1, description="Who wrote it (component/version).")
+    data: dict = Field(description="Clear fields of the event type's schema.")
+    sealed: Sealed | None = Field(None, description="Personal fields, sealed; absent when the type has none.")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope(Generic[D]):
+    """A decoded event. `data` is None when its sealed content belongs to an erased user."""
+    id: str
+    type: str
+    version: int
+    user: str
+    time: datetime
+    causation: str | None
+    correlation: str | None
+    producer: str
+    data: D | None
+    stored_version: int = 0  # the version as written, before upcasting
+
+    @property
+    def erased(self) -> bool:
+        return self.data is None

@@ -1,0 +1,159 @@
+"""Typed, frozen, versioned event payloads: the contract.
+
+Each class is one (type, version). `SEALED` names the personal fields that travel only inside
+the event's AES-GCM envelope (see schemas/codec.py); everything else is in the clear so the
+pipeline can route and order. The JSON Schema files under schemas/json/ are generated from
+these models (`memstream schemas export`) and a test keeps them in step.
+
+Changes are additive; an incompatible change is a new version plus an upcaster
+(schemas/upcasters.py). Old classes stay here: the log keeps old versions forever.
+"""
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["user", "assistant", "system", "tool"]
+Category = Literal["identity", "preference", "fact", "episodic", "tool_failure", "policy", "general"]
+Channel = Literal["rule", "llm"]
+
+
+class EventData(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_min_length=0)
+
+    TYPE: ClassVar[str]
+    VERSION: ClassVar[int]
+    SEALED: ClassVar[frozenset[str]] = frozenset()
+    DESCRIPTION: ClassVar[str] = ""
+
+
+# -- turns topic ----------------------------------------------------------------------------
+
+class TurnRecordedV1(EventData):
+    TYPE = "turn.recorded"
+    VERSION = 1
+    SEALED = frozenset({"text"})
+    DESCRIPTION = "A conversation turn (v1: no task, content named `text`)."
+    session: str = Field(min_length=1)
+    role: Role
+    text: str
+
+
+class TurnRecorded(EventData):
+    TYPE = "turn.recorded"
+    VERSION = 2
+    SEALED = frozenset({"content"})
+    DESCRIPTION = "A conversation turn an agent saw or said."
+    session: str = Field(min_length=1)
+    task: str | None = None
+    role: Role
+    content: str
+
+
+# -- tasks topic ----------------------------------------------------------------------------
+
+class TaskStarted(EventData):
+    TYPE = "task.started"
+    VERSION = 1
+    SEALED = frozenset({"goal"})
+    DESCRIPTION = "An agent started a task; its step ring buffer resets."
+    task: str = Field(min_length=1)
+    session: str | None = None
+    goal: str = ""
+
+
+class StepObserved(EventData):
+    TYPE = "step.observed"
+    VERSION = 1
+    SEALED = frozenset({"content"})
+    DESCRIPTION = "One step of a task (action, tool call, observation)."
+    task: str = Field(min_length=1)
+    session: str | None = None
+    kind: str = "step"
+    status: Literal["ok", "failed", "pending"] = "ok"
+    content: str
+
+
+class TaskFinished(EventData):
+    TYPE = "task.finished"
+    VERSION = 1
+    DESCRIPTION = "An agent finished a task."
+    task: str = Field(min_length=1)
+    status: Literal["succeeded", "failed", "abandoned"] = "succeeded"
+
+
+# -- facts topic ----------------------------------------------------------------------------
+
+class FactExtracted(EventData):
+    TYPE = "fact.extracted"
+    VERSION = 1
+    SEALED = frozenset({"key", "value", "content", "tags", "embedding"})
+    DESCRIPTION = "A fact extracted from a turn, with its embedding computed once, here."
+    fact_id: str
+    source_turn: str
+    session: str | None = None
+    channel: Channel
+    rule: str | None = None
+    model: str | None = None
+    key: str | None = None
+    value: str | None = None
+    content: str = Field(min_length=1)
+    category: Category = "general"
+    tags: list[str] = []
+    slot_hint: str | None = None
+    importance: float = Field(ge=0.0, le=1.0)
+    embedding: list[float]
+    embed_model: str
+
+
+# -- memory topic ---------------------------------------------------------------------------
+
+class MemoryCreated(EventData):
+    TYPE = "memory.created"
+    VERSION = 1
+    SEALED = frozenset({"key", "value", "content", "tags", "embedding"})
+    DESCRIPTION = "The memory processor decided a fact becomes a new long-term memory."
+    memory_id: str
+    fact_id: str
+    session: str | None = None
+    key: str | None = None
+    value: str | None = None
+    content: str = Field(min_length=1)
+    category: Category
+    tags: list[str] = []
+    slot_hint: str | None = None
+    importance: float = Field(ge=0.0, le=1.0)
+    embedding: list[float]
+
+
+class PreferenceSet(EventData):
+    TYPE = "preference.set"
+    VERSION = 1
+    SEALED = frozenset({"key", "value"})
+    DESCRIPTION = "A key-value preference got a new version; the previous one is superseded, not deleted."
+    key: str = Field(min_length=1)
+    value: str
+    pref_version: int = Field(ge=1)
+    supersedes: str | None = None
+    memory_id: str | None = None
+    fact_id: str | None = None
+
+
+class UserErased(EventData):
+    TYPE = "user.erased"
+    VERSION = 1
+    DESCRIPTION = "The user's data key was deleted; every projection drops the user's rows."
+    requested_by: str = "operator"
+    reason: str = ""
+
+
+ALL_EVENTS: tuple[type[EventData], ...] = (
+    TurnRecordedV1, TurnRecorded, TaskStarted, StepObserved, TaskFinished,
+    FactExtracted, MemoryCreated, PreferenceSet, UserErased,
+)
+REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}
+LATEST: dict[str, type[EventData]] = {}
+for _cls in ALL_EVENTS:
+    if _cls.TYPE not in LATEST or LATEST[_cls.TYPE].VERSION < _cls.VERSION:
+        LATEST[_cls.TYPE] = _cls

@@ -1,0 +1,1 @@
+"""Stream processors (faust-streaming): turns → facts (extractor), facts → memory decisions."""

@@ -1,0 +1,69 @@
+"""Test wiring: the real local stack, a fresh namespace per test session, real workers.
+
+Every test session gets its own namespace (topics, consumer groups, Postgres schema, Neo4j `ns`),
+so runs never see each other's data. MEMSTREAM_* variables set here are inherited by the
+worker processes the pipeline fixture starts.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+# setdefault: worker processes and re-imports see the same namespace as this session.
+NAMESPACE = os.environ.setdefault("MEMSTREAM_TEST_NAMESPACE", "t" + uuid.uuid4().hex[:10])
+os.environ["MEMSTREAM_NAMESPACE"] = NAMESPACE
+os.environ.setdefault("MEMSTREAM_PARTITIONS", "3")
+
+from memstream.config import Settings, get_settings  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def stack():
+    from memstream import stack as local_stack
+    local_stack.up()
+    return True
+
+
+@pytest.fixture(scope="session")
+def settings(stack) -> Settings:
+    get_settings.cache_clear()
+    s = get_settings()
+    assert s.namespace == NAMESPACE
+    from memstream.bus import ensure_topics
+    from projections.pg import ensure_schema
+    ensure_topics(s)
+    ensure_schema(s)
+    return s
+
+
+@pytest.fixture(scope="session")
+def keys(settings):
+    from memstream.privacy.keystore import KeyStore
+    ks = KeyStore(settings)
+    yield ks
+    ks.close()
+
+
+@pytest.fixture(scope="session")
+def client(settings):
+    from memstream.sdk import MemoryClient
+    c = MemoryClient(settings)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def pipeline(settings):
+    from memstream.workers import start_pipeline, stop_pipeline
+    from tests.helpers import WATCHED
+    procs = start_pipeline(settings)
+    WATCHED.update(procs)
+    yield procs
+    WATCHED.clear()
+    stop_pipeline(procs)
+    for name in procs:
+        log = settings.stack_dir / "logs" / f"{settings.namespace}-{name}.log"
+        if log.exists() and b"Traceback" in log.read_bytes():
+            print(f"\n--- {log} ---\n" + log.read_text()[-4000:])

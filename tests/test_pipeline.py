@@ -1,0 +1,91 @@
+"""The first vertical slice on the real stack: turn → fact → decisions → read models."""
+from __future__ import annotations
+
+from confluent_kafka import Producer
+from neo4j import GraphDatabase
+
+from memstream.bus import producer_config
+from projections.queries import memories, preferences
+from tests.helpers import unique_user, wait_for
+from tests.kafka_helpers import dead_letters, read_all
+
+
+def prefs_by_key(settings, user):
+    return {p["key"]: p for p in preferences(settings, user)}
+
+
+def test_chinese_turns_become_preferences_and_memories(settings, client, pipeline):
+    user = unique_user("zh")
+    client.record_turn(user, "s1", "user", "你好，我叫张三，我住在北京。")
+    client.record_turn(user, "s1", "assistant", "你好张三，我叫小助手。")  # assistant turns are not about the user
+    client.record_turn(user, "s1", "user", "我喜欢喝咖啡")
+    prefs = wait_for(lambda: (p := prefs_by_key(settings, user)) and len(p) == 3 and p, what="3 preferences")
+    assert {k: p["value"] for k, p in prefs.items()} == {"name": "张三", "location": "北京", "likes:喝咖啡": "true"}
+    mems = wait_for(lambda: len(m := memories(settings, user)) == 3 and m, what="3 memories")
+    assert sorted(m["content"] for m in mems) == sorted(["用户叫张三", "用户住在北京", "用户喜欢喝咖啡"])
+    assert {m["category"] for m in mems} == {"identity", "preference"}
+
+
+def test_english_preference_is_superseded_with_a_version(settings, client, pipeline):
+    user = unique_user("en")
+    client.record_turn(user, "s1", "user", "My name is Alice and I live in Paris.")
+    wait_for(lambda: prefs_by_key(settings, user).get("location"), what="location v1")
+    client.record_turn(user, "s2", "user", "I moved to Berlin last month.")
+    loc = wait_for(lambda: (p := prefs_by_key(settings, user).get("location")) and p["version"] == 2 and p,
+                   what="location v2")
+    assert loc["value"] == "Berlin"
+    assert prefs_by_key(settings, user)["name"]["value"] == "Alice"
+
+
+def test_memories_reach_neo4j_with_positions_stored(settings, client, pipeline):
+    user = unique_user("g")
+    client.record_turn(user, "s1", "user", "I like jazz")
+    driver = GraphDatabase.driver(settings.neo4j_uri, auth=None)
+    try:
+        def nodes():
+            with driver.session() as s:
+                return s.run("MATCH (m:Memory {ns: $ns, user: $u}) RETURN m.content AS c", ns=settings.namespace, u=user).data()
+        assert wait_for(nodes, what="a Memory node") == [{"c": "User likes jazz"}]
+        with driver.session() as s:
+            pos = s.run("MATCH (p:ProjectorPosition {ns: $ns, projector: 'neo4j-graph'}) RETURN sum(p.next_offset) AS n",
+                        ns=settings.namespace).single()["n"]
+        assert pos >= 1
+    finally:
+        driver.close()
+
+
+def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(settings, client, pipeline):
+    user = unique_user("bad")
+    raw = Producer(producer_config(settings))
+    topic = settings.topic("turns")
+    delivered = []
+    raw.produce(topic, key=user.encode(), value=b'{"id": "nope", "type": "turn.recorded"}',
+                on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
+    raw.produce(topic, key=user.encode(), value=b"\xff\xfe not json",
+                on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
+    raw.flush(10)
+    client.record_turn(user, "s1", "user", "I live in Lisbon")
+    wait_for(lambda: prefs_by_key(settings, user).get("location"), what="the good turn after the bad ones")
+
+    def mine():
+        return [d for d in dead_letters(settings) if d["key"] == user and d["consumer"] == "extractor"]
+    dls = wait_for(lambda: len(m := mine()) == 2 and m, what="2 dead letters")
+    by_offset = {(d["source"]["partition"], d["source"]["offset"]): d for d in dls}
+    assert set(by_offset) == set(delivered)
+    reasons = [by_offset[p]["reason"] for p in delivered]
+    assert "id: String should match pattern" in reasons[0]
+    assert "Invalid JSON" in reasons[1] or "utf-8" in reasons[1].lower()
+    assert all(d["source"]["topic"] == topic for d in dls)
+    # The original bytes are kept only sealed with the user's key, never in the clear.
+    assert all(d["sealed_raw"] and d["sealed_raw"]["kid"] for d in dls)
+
+
+def test_sealed_fields_never_travel_in_the_clear(settings, client, pipeline):
+    user = unique_user("clear")
+    marker = "Zanzibar" + user[-6:]
+    client.record_turn(user, "s1", "user", f"I live in {marker}")
+    wait_for(lambda: prefs_by_key(settings, user).get("location"), what="location")
+    for name in ("turns", "facts", "memory"):
+        records = [m for m in read_all(settings, settings.topic(name)) if m.key() == user.encode()]
+        assert records, name
+        assert not any(marker.encode() in m.value() for m in records), f"plaintext in {name}"
