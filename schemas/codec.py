@@ -10,7 +10,6 @@ Decoding order (each step's reason in brackets):
 from __future__ import annotations
 
 import base64
-import os
 from datetime import datetime, timezone
 from typing import Protocol
 
@@ -21,7 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
 
 from memstream.errors import InvalidEvent, UnknownEventVersion
-from memstream.ids import uuid7
+from memstream.ids import random_bytes, uuid7
 from schemas.envelope import Envelope, WireEnvelope
 from schemas.events import LATEST, REGISTRY, EventData
 from schemas.upcasters import upcast
@@ -50,10 +49,6 @@ def _unpack_vector(text: str) -> list[float]:
     return np.frombuffer(base64.b64decode(text), dtype="<f4").tolist()
 
 
-def isoformat(t: datetime) -> str:
-    return t.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 def make_envelope(data: EventData, *, user: str, time: datetime | None = None, id: str | None = None,
                   causation: str | None = None, correlation: str | None = None,
                   producer: str = "memstream") -> Envelope:
@@ -72,17 +67,18 @@ def encode(env: Envelope, keys: KeyRing) -> bytes:
     full = data.model_dump(mode="json")
     clear = {k: v for k, v in full.items() if k not in data.SEALED}
     record: dict = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
-                    "time": isoformat(env.time), "causation": env.causation,
+                    "time": env.time, "causation": env.causation,
                     "correlation": env.correlation, "producer": env.producer, "data": clear}
     if data.SEALED:
         personal = {k: full[k] for k in data.SEALED}
         for name in VECTOR_FIELDS & personal.keys():
             personal[name] = _pack_vector(personal[name])
         kid, aead = keys.key_for_write(env.user)
-        nonce = os.urandom(12)
+        nonce = random_bytes(12)
         ct = aead.encrypt(nonce, orjson.dumps(personal), env.id.encode())
         record["sealed"] = {"kid": kid, "ct": base64.b64encode(nonce + ct).decode()}
-    return orjson.dumps(record)
+    # orjson writes the aware datetime as ISO 8601 with 'Z' for UTC (OPT_UTC_Z), microseconds kept.
+    return orjson.dumps(record, option=orjson.OPT_UTC_Z)
 
 
 def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
@@ -137,7 +133,7 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
 def seal_blob(keys: KeyRing, user: str, aad: str, blob: bytes) -> dict:
     """Seal arbitrary bytes (e.g. a dead-lettered record, processor state) with the user's key."""
     kid, aead = keys.key_for_write(user)
-    nonce = os.urandom(12)
+    nonce = random_bytes(12)
     return {"kid": kid, "ct": base64.b64encode(nonce + aead.encrypt(nonce, blob, aad.encode())).decode()}
 
 
