@@ -33,7 +33,7 @@ def _time(text: str | None) -> datetime | None:
 def cmd_stack(args) -> None:
     from memstream import stack
     if args.action == "status":
-        result = stack.status()
+        result = stack.status(quiet=args.json)
         if args.json:
             _print(result, True)
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -60,7 +61,7 @@ def parse_master_keys(text: str) -> MasterKeys:
     return MasterKeys(order[0], keys)
 
 
-def master_keys_file(settings: Settings):
+def master_keys_file(settings: Settings) -> Path:
     return settings.stack_dir / "secrets" / "master.keys"
 
 
@@ -75,3 +76,25 @@ def load_master_keys(settings: Settings) -> MasterKeys:
 
 def new_master_key_line(kid: str) -> str:
     return f"{kid}:{base64.b64encode(os.urandom(32)).decode()}"
+
+
+def ensure_master_keys(settings: Settings) -> str:
+    """Create the key file when no keys are configured and none exist yet (`stack up`).
+
+    O_EXCL + mode 0600 at creation: the key is never readable by others, not even for a moment,
+    and two concurrent `up`s cannot both write one. Returns a status word, never the key.
+    """
+    if settings.master_keys is not None:
+        return "from MEMSTREAM_MASTER_KEYS"
+    path = master_keys_file(settings)
+    if path.exists():
+        return f"present ({path})"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return f"present ({path})"
+    with os.fdopen(fd, "w") as f:
+        f.write(new_master_key_line("k1") + "\n")
+    return f"created ({path})"

@@ -1,0 +1,193 @@
+"""`memstream stack install | up | down | status`: the local Kafka + Postgres + Neo4j stack.
+
+No Docker here: each service runs as a plain process from packages (Maven Central jars,
+Debian's postgresql-15 + pgvector built from source), with its data, logs and pid files under
+<stack_dir>. docker-compose.yml at the repo root describes the same stack for Docker users.
+
+Every function reads get_settings(); failures raise PrerequisiteMissing / StackError with a
+one-line message (the CLI prints it without a stack trace).
+"""
+from __future__ import annotations
+
+import fcntl
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from memstream.config import Settings, get_settings
+from memstream.errors import MemstreamError, StackError
+from memstream.stack import prereqs, process
+from memstream.stack.base import Service
+from memstream.stack.kafka import Kafka
+from memstream.privacy.masterkeys import ensure_master_keys
+from memstream.stack.neo4j import Neo4j
+from memstream.stack.postgres import Postgres
+from memstream.stack.process import Layout
+
+START_TIMEOUT = 120.0     # whole stack; a warm start takes ~10 s, a first one (initdb, format) ~20 s
+
+
+def _services(settings: Settings) -> list[Service]:
+    return [Kafka(settings), Postgres(settings), Neo4j(settings)]
+
+
+def _line(name: str, state: str, pid: int | None, address: str, log: Any, note: str = "") -> str:
+    pid_s = f"pid {pid}" if pid else "-"
+    return f"{name:<9}{state:<9}{pid_s:<12}{address:<24}log {log}" + (f"  ({note})" if note else "")
+
+
+@contextmanager
+def _exclusive(layout: Layout) -> Iterator[None]:
+    """Serialise up/down across processes: a test session and the CLI may both call up() at
+    once, and two racing starts would fight over ports and store locks. (Services are spawned
+    with close_fds, so they never inherit this lock.)"""
+    layout.run.mkdir(parents=True, exist_ok=True)
+    with open(layout.run / "stack.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+# -- install -------------------------------------------------------------------------------------
+
+def install() -> dict[str, str]:
+    """Idempotent: fetch what is missing (jars, postgresql-15 + pgvector), compile the launcher."""
+    s = get_settings()
+    lib = Layout.of(s).lib
+    steps: dict[str, str] = {}
+    # 1. Java first: everything else (mvn, javac, both brokers) needs it.
+    steps["java"] = f"{prereqs.java()} (javac {prereqs.javac()})"
+    print(f"java      {steps['java']}")
+    # 2. Jars, each from its own pom (separate classpaths: different slf4j and Scala versions).
+    for component in ("kafka", "neo4j"):
+        print(f"{component:<10}", end="", flush=True)
+        steps[component] = prereqs.fetch_jars(component, lib / component)
+        print(steps[component])
+    # 3. Postgres + pgvector (apt-get; the script is a no-op when both are present).
+    print(f"{'postgres':<10}", end="", flush=True)
+    steps["postgres"] = prereqs.install_postgres()
+    print(steps["postgres"])
+    # 4. The Neo4j launcher, compiled once so `up` does not pay javac every time.
+    steps["launcher"] = Neo4j(s).compile_launcher()
+    print(f"launcher  {steps['launcher']} ({Neo4j(s).classes})")
+    return steps
+
+
+# -- up ------------------------------------------------------------------------------------------
+
+def _wait_healthy(svc: Service, proc: Any, deadline: float) -> None:
+    while True:
+        if proc is not None and proc.poll() is not None:
+            svc.pid_file.unlink(missing_ok=True)
+            raise StackError(f"{svc.name} exited during start-up (code {proc.returncode}); see {svc.log_file}")
+        if svc.probe():
+            return
+        if time.monotonic() > deadline:
+            if proc is not None:
+                svc.stop()           # do not leave a half-started service behind
+            raise StackError(f"{svc.name} not healthy after {START_TIMEOUT:.0f} s; see {svc.log_file}")
+        time.sleep(0.25)
+
+
+def up() -> dict[str, dict[str, Any]]:
+    """Start whatever is not running, wait until all answer, provision Postgres. Idempotent."""
+    s = get_settings()
+    layout = Layout.of(s)
+    prereqs.require_installed(layout.lib / "kafka", layout.lib / "neo4j")
+    with _exclusive(layout):
+        return _up(s, time.monotonic())
+
+
+def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
+    print(f"master keys: {ensure_master_keys(s)}")
+    services = _services(s)
+    procs: dict[str, Any] = {}
+    started_at: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    errors: list[str] = []
+
+    # 1. Launch everything that is down, all at once: the JVMs start in parallel.
+    for svc in services:
+        try:
+            if svc.pid() is not None:
+                notes[svc.name] = "already running"
+                continue
+            busy = [p for h, p in svc.ports() if process.port_open(h, p)]
+            if busy:
+                raise StackError(f"{svc.name}: port {busy[0]} is taken by another process "
+                                 f"(stop it, or pick another port via MEMSTREAM_* settings)")
+            svc.prepare()
+            started_at[svc.name] = time.monotonic()
+            procs[svc.name] = svc.start()
+        except (MemstreamError, OSError) as e:     # OSError: permissions, disk full, ... in set-up
+            errors.append(str(e) if isinstance(e, MemstreamError) else f"{svc.name}: {e}")
+            notes[svc.name] = "failed"
+
+    # 2. Wait for each to answer a real request, then provision (idempotent, also when it was
+    #    already running). In parallel, so each "healthy in" time is its own.
+    deadline = t0 + START_TIMEOUT
+
+    def settle(svc: Service) -> None:
+        try:
+            _wait_healthy(svc, procs.get(svc.name), deadline)
+            svc.after_healthy()
+            if svc.name in started_at:
+                notes[svc.name] = f"started, healthy in {time.monotonic() - started_at[svc.name]:.1f} s"
+        except MemstreamError as e:
+            errors.append(str(e))
+            notes[svc.name] = "failed"
+
+    pending = [svc for svc in services if notes.get(svc.name) != "failed"]
+    if pending:
+        with ThreadPoolExecutor(len(pending)) as pool:
+            list(pool.map(settle, pending))    # list(): re-raise anything unexpected (a bug)
+
+    # 3. Report.
+    result = {}
+    for svc in services:
+        pid = svc.pid()
+        result[svc.name] = {"state": "running" if pid else "stopped", "pid": pid, "address": svc.address,
+                            "log": str(svc.log_file), "note": notes.get(svc.name, "")}
+        print(_line(svc.name, result[svc.name]["state"], pid, svc.address, svc.log_file, notes.get(svc.name, "")))
+    if errors:
+        raise StackError("; ".join(errors))
+    print(f"stack up in {time.monotonic() - t0:.1f} s")
+    return result
+
+
+# -- down ----------------------------------------------------------------------------------------
+
+def down() -> dict[str, str]:
+    """Stop each service gracefully (SIGTERM, or SIGINT for Postgres), SIGKILL after a timeout.
+    All three stop in parallel; fine if some or all are not running."""
+    s = get_settings()
+    services = _services(s)
+    with _exclusive(Layout.of(s)):
+        pids = {svc.name: svc.pid() for svc in services}
+        with ThreadPoolExecutor(len(services)) as pool:
+            outcomes = dict(zip([svc.name for svc in services], pool.map(lambda svc: svc.stop(), services)))
+    for svc in services:
+        pid = pids[svc.name]
+        print(f"{svc.name:<9}{outcomes[svc.name]}" + (f" (pid {pid})" if pid else ""))
+    return outcomes
+
+
+# -- status --------------------------------------------------------------------------------------
+
+def status(quiet: bool = False) -> dict[str, dict[str, Any]]:
+    """Per service: running/stopped, pid, address, log path, whether its ports answer, and
+    memory (RSS and PSS of its process tree, MiB). quiet=True skips printing (for --json)."""
+    out: dict[str, dict[str, Any]] = {}
+    for svc in _services(get_settings()):
+        pid = svc.pid()
+        info: dict[str, Any] = {"state": "running" if pid else "stopped", "pid": pid, "address": svc.address,
+                                "log": str(svc.log_file),
+                                "listening": all(process.port_open(h, p) for h, p in svc.ports())}
+        note = ""
+        if pid:
+            info.update(process.memory_mib(pid))
+            note = f"rss {info['rss_mib']:.0f} MiB" + ("" if info["listening"] else ", NOT listening")
+        out[svc.name] = info
+        if not quiet:
+            print(_line(svc.name, info["state"], pid, svc.address, svc.log_file, note))
+    return out
