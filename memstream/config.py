@@ -49,8 +49,19 @@ class Settings(BaseSettings):
     embed_model: str = Field("multilingual-e5-small-q4", description="Embedding model name recorded in every fact.")
     embed_api_key: SecretStr = Field(SecretStr("none"), description="API key for the embeddings endpoint.")
 
+    # -- LLM extraction channel (off unless llm_base_url is set) ----------------------------
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible chat endpoint for the LLM extraction channel (e.g. http://127.0.0.1:8000/v1). Unset: the channel is off.")
+    llm_model: str = Field("gpt-4o-mini", description="Chat model used for LLM extraction and classification; recorded in every LLM fact.")
+    llm_api_key: SecretStr = Field(SecretStr("none"), description="API key for the LLM endpoint.")
+    llm_concurrency: int = Field(4, ge=1, description="Most LLM calls in flight at once per extractor-llm worker.")
+    llm_timeout_s: float = Field(10.0, gt=0, description="Timeout of one LLM call, in seconds.")
+    llm_max_attempts: int = Field(3, ge=1, description="Attempts per LLM call (transport errors and timeouts), with exponential backoff and jitter.")
+
     # -- memory rules (calibrated for multilingual-e5-small; see docs/calibration.md) -------
     short_term_turns: int = Field(10, description="MaxTurns; the session window keeps MaxTurns x 2 messages.")
+    dedup_threshold: float = Field(0.95, description="Cosine at or above which a new fact reinforces an existing memory (write-time dedup).")
+    link_threshold: float = Field(0.90, description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one.")
+    recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
 
     @property
     def kafka_bootstrap(self) -> str:

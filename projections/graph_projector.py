@@ -9,7 +9,7 @@ from __future__ import annotations
 from neo4j import GraphDatabase
 
 from memstream.config import Settings
-from projections.runner import Item, Projector, TopicPart, erased_or, runs_by_kind
+from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
 SETUP = (
     "CREATE CONSTRAINT memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
@@ -42,20 +42,37 @@ class GraphProjector(Projector):
                          ns=self.ns, name=self.name).data()
         return {(r["t"], r["p"]): r["o"] for r in rows}
 
+    kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
+                          "memory.linked": "link", "memory.superseded": "supersede"}))
+
     def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None:
         def work(tx):
-            for kind, run in runs_by_kind(items, erased_or("create", "memory.created")):
+            for kind, run in runs_by_kind(items, self.kind_of):
                 if kind == "erase":
                     tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
                            users=[i.event.user for i in run], ns=self.ns).consume()
-                else:
-                    rows = [{"id": d.memory_id, "user": i.event.user, "content": d.content, "category": d.category,
-                             "importance": d.importance, "created_at": i.event.time.isoformat()}
-                            for i in run for d in (i.event.data,)]
-                    tx.run("UNWIND $rows AS r MERGE (m:Memory {id: r.id}) "
+                    continue
+                rows = [{"user": i.event.user, "at": i.event.time.isoformat(), **i.event.data.model_dump(exclude={"embedding", "tags", "key", "value"})}
+                        for i in run]
+                if kind == "create":
+                    tx.run("UNWIND $rows AS r MERGE (m:Memory {id: r.memory_id}) "
                            "ON CREATE SET m.ns = $ns, m.user = r.user, m.content = r.content, m.category = r.category, "
-                           "m.importance = r.importance, m.status = 'active', m.created_at = r.created_at",
+                           "m.importance = r.importance, m.status = 'active', m.access_count = 0, m.created_at = r.at",
                            rows=rows, ns=self.ns).consume()
+                elif kind == "reinforce":
+                    tx.run("UNWIND $rows AS r MATCH (m:Memory {id: r.memory_id}) SET m.importance = r.importance, "
+                           "m.category = r.category, m.access_count = r.access_count, m.last_accessed_at = r.at",
+                           rows=rows).consume()
+                elif kind == "supersede":
+                    tx.run("UNWIND $rows AS r MATCH (old:Memory {id: r.memory_id}) SET old.status = 'outdated' "
+                           "WITH r, old MATCH (new:Memory {id: r.superseded_by}) MERGE (new)-[:SUPERSEDES]->(old)",
+                           rows=rows).consume()
+                else:  # link: relationship types cannot be parameters, so one statement per kind
+                    for rel in ("FOLLOWS", "SIMILAR_TO"):
+                        sel = [r for r in rows if r["kind"] == rel]
+                        if sel:
+                            tx.run(f"UNWIND $rows AS r MATCH (a:Memory {{id: r.from_id}}), (b:Memory {{id: r.to_id}}) "
+                                   f"MERGE (a)-[e:{rel}]->(b) SET e.weight = r.weight", rows=sel).consume()
             tx.run("UNWIND $pos AS p MERGE (n:ProjectorPosition {key: p.key}) "
                    "SET n.ns = $ns, n.projector = $name, n.topic = p.topic, n.partition = p.partition, "
                    "n.next_offset = CASE WHEN n.next_offset IS NULL OR n.next_offset < p.o THEN p.o ELSE n.next_offset END",

@@ -50,6 +50,8 @@ CREATE TABLE IF NOT EXISTS {s}.memory_items (
     embedding     vector({dim}) NOT NULL,
     status        text NOT NULL DEFAULT 'active',
     superseded_by text,
+    access_count  int  NOT NULL DEFAULT 0,
+    last_accessed_at timestamptz,
     session       text,
     fact_id       text,
     event_id      text NOT NULL,
@@ -94,3 +96,19 @@ def save_positions(cur: psycopg.Cursor, settings: Settings, projector: str, posi
         "ON CONFLICT (projector, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset "
         "WHERE {s}.projector_positions.next_offset < EXCLUDED.next_offset").format(s=schema(settings)),
         [(projector, t, p, o) for (t, p), o in positions.items()])
+
+
+def table_checksum(conn: psycopg.Connection, settings: Settings, table: str, columns: list[str],
+                   order_by: list[str], schema_name: str | None = None) -> tuple[int, str]:
+    """(row count, md5 of every row's columns in a fixed order): a content checksum of a read model.
+
+    Used by the kill -9 and replay tests and by `replay verify`: two projections with equal
+    checksums hold the same content, whatever order they were written in.
+    """
+    s = sql.Identifier(schema_name or settings.namespace)
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+    order = sql.SQL(", ").join(sql.Identifier(c) for c in order_by)
+    row = conn.execute(sql.SQL(
+        "SELECT count(*), coalesce(md5(string_agg(md5(row({cols})::text), '' ORDER BY {order})), '') FROM {s}.{t}")
+        .format(cols=cols, order=order, s=s, t=sql.Identifier(table))).fetchone()
+    return int(row[0]), row[1]

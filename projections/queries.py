@@ -25,6 +25,6 @@ def preferences(settings: Settings, user: str) -> list[dict]:
 
 
 def memories(settings: Settings, user: str, limit: int = 100) -> list[dict]:
-    rows = _read(settings, "SELECT memory_id, content, category, key, value, tags, importance, status, created_at "
+    rows = _read(settings, "SELECT memory_id, content, category, key, value, tags, importance, status, superseded_by, access_count, created_at "
                            "FROM {s}.memory_items WHERE user_id = %s ORDER BY created_at, memory_id LIMIT %s", (user, limit))
     return [{**r, "created_at": r["created_at"].isoformat()} for r in rows]

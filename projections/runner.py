@@ -57,12 +57,16 @@ def runs_by_kind(items: list[Item], kind_of):
         yield current, run
 
 
-def erased_or(kind: str, wanted: str):
-    """kind_of for a projector that handles `wanted` events and user erasure."""
+def kind_by_type(kinds: dict[str, str]):
+    """kind_of for runs_by_kind from an event-type → kind table.
+
+    Events of erased users (their sealed content unreadable) are skipped, except the erasure
+    itself, which every projector applies.
+    """
     def kind_of(e: Envelope):
-        if e.type == "user.erased":
-            return "erase"
-        return kind if e.type == wanted and not e.erased else None
+        if e.erased and e.type != "user.erased":
+            return None
+        return kinds.get(e.type)
     return kind_of
 
 

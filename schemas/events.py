@@ -127,6 +127,41 @@ class MemoryCreated(EventData):
     embedding: list[float]
 
 
+class MemoryReinforced(EventData):
+    TYPE = "memory.reinforced"
+    VERSION = 1
+    SEALED = frozenset({"tags"})
+    DESCRIPTION = ("A new fact duplicated an existing memory (write-time dedup): the memory's absolute new "
+                   "importance, category, slot hint, tags and access count, so re-applying is idempotent.")
+    memory_id: str
+    fact_id: str
+    similarity: float
+    importance: float = Field(ge=0.0, le=1.0)
+    category: Category
+    slot_hint: str | None = None
+    tags: list[str] = []
+    access_count: int = Field(ge=0)
+
+
+class MemoryLinked(EventData):
+    TYPE = "memory.linked"
+    VERSION = 1
+    DESCRIPTION = "An edge in the memory graph: FOLLOWS (consecutive memories) or SIMILAR_TO (cosine ≥ link threshold)."
+    from_id: str
+    to_id: str
+    kind: Literal["FOLLOWS", "SIMILAR_TO"]
+    weight: float = 1.0
+
+
+class MemorySuperseded(EventData):
+    TYPE = "memory.superseded"
+    VERSION = 1
+    DESCRIPTION = "A newer memory contradicts an older one (same slot, other value): the old one is outdated, never deleted."
+    memory_id: str
+    superseded_by: str
+    reason: str
+
+
 class PreferenceSet(EventData):
     TYPE = "preference.set"
     VERSION = 1
@@ -150,7 +185,7 @@ class UserErased(EventData):
 
 ALL_EVENTS: tuple[type[EventData], ...] = (
     TurnRecordedV1, TurnRecorded, TaskStarted, StepObserved, TaskFinished,
-    FactExtracted, MemoryCreated, PreferenceSet, UserErased,
+    FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
 )
 REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}
 LATEST: dict[str, type[EventData]] = {}

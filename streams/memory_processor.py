@@ -11,7 +11,7 @@ import logging
 import orjson
 
 from memstream.config import Settings
-from memstream.domain.memory_rules import UserState, decide
+from memstream.domain.memory_rules import Rules, UserState, decide
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from memstream.privacy.keystore import KeyStore
@@ -32,6 +32,7 @@ def _peek_type(raw: bytes | None) -> str | None:
 def build(settings: Settings):
     app = make_app("memory", settings)
     keys = KeyStore(settings)
+    rules = Rules.from_settings(settings)
     facts_topic = settings.topic("facts")
     memory_topic = settings.topic("memory")
     inputs = app.topic(facts_topic, memory_topic, key_type=bytes, value_type=bytes,
@@ -69,7 +70,7 @@ def build(settings: Settings):
             if fact.erased or fact.type != "fact.extracted":
                 continue
             # 1. decide from the user's state (pure; event time only)
-            state, decisions = decide(load_state(fact.user), fact.data,
+            state, decisions = decide(load_state(fact.user), fact.data, rules,
                                       lambda tag: derived_id(fact.id, tag))
             # 2. publish the decisions before saving state: if we crash in between, the fact is
             #    re-read and the same decisions (same ids) are published again — harmless.

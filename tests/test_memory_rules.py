@@ -1,60 +1,106 @@
-"""Memory decisions, in-process and deterministic (no I/O)."""
-from memstream.domain.memory_rules import UserState, decide
+"""Memory decisions, in-process and deterministic (no I/O): dedup, links, supersession, replay."""
+import numpy as np
+
+from memstream.domain.memory_rules import Rules, UserState, decide
 from memstream.ids import derived_id, uuid7
-from schemas.events import FactExtracted, MemoryCreated, PreferenceSet
+from schemas.events import FactExtracted, MemoryLinked, MemoryReinforced, MemorySuperseded, PreferenceSet
+
+RULES = Rules(dedup_threshold=0.95, link_threshold=0.80, recent_window=3)
 
 
-def fact(key, value, content="c"):
+def unit(*xs):
+    v = np.asarray(xs, dtype=np.float32)
+    return (v / np.linalg.norm(v)).tolist()
+
+
+def fact(vec, key=None, value=None, category="identity", importance=0.5, tags=(), slot=None, content="c"):
     fid = uuid7()
-    return fid, FactExtracted(fact_id=fid, source_turn=uuid7(), channel="rule", key=key, value=value,
-                              content=content, category="identity", importance=0.8,
-                              embedding=[0.1] * 4, embed_model="m")
+    return FactExtracted(fact_id=fid, source_turn=uuid7(), channel="rule", key=key, value=value, content=content,
+                         category=category, importance=importance, embedding=vec, embed_model="m",
+                         tags=list(tags), slot_hint=slot)
 
 
-def run(state, fid, f):
-    return decide(state, f, lambda tag: derived_id(fid, tag))
+def run(state, f):
+    return decide(state, f, RULES, lambda tag: derived_id(f.fact_id, tag))
+
+
+def kinds(ds):
+    return [type(d.data).__name__ for d in ds]
 
 
 def test_first_fact_creates_memory_and_preference_v1():
-    fid, f = fact("location", "北京")
-    state, ds = run(UserState(), fid, f)
-    assert [type(d.data) for d in ds] == [MemoryCreated, PreferenceSet]
+    state, ds = run(UserState(), fact(unit(1, 0, 0), "location", "北京"))
+    assert kinds(ds) == ["MemoryCreated", "PreferenceSet"]
     assert ds[1].data.pref_version == 1 and ds[1].data.supersedes is None
-    assert state.prefs["location"].value == "北京"
+
+
+def test_duplicate_reinforces_with_absolute_values():
+    state, _ = run(UserState(), fact(unit(1, 0, 0), category="general", importance=0.4, tags=["a"]))
+    state, ds = run(state, fact(unit(1, 0.01, 0), category="preference", importance=0.9, tags=["b"], slot="drink"))
+    (d,) = ds
+    r = d.data
+    assert isinstance(r, MemoryReinforced)
+    assert (r.importance, r.category, r.slot_hint, r.tags, r.access_count) == (0.9, "preference", "drink", ["a", "b"], 1)
+    _, ds = run(state, fact(unit(1, 0.02, 0), category="general", importance=0.1, slot="other"))
+    r2 = ds[0].data
+    assert (r2.importance, r2.category, r2.slot_hint, r2.access_count) == (0.9, "preference", "drink", 2)
+
+
+def test_similar_vectors_with_different_slot_values_are_not_duplicates():
+    state, _ = run(UserState(), fact(unit(1, 0, 0), "likes:tea", "true"))
+    _, ds = run(state, fact(unit(1, 0.01, 0), "likes:coffee", "true"))
+    assert kinds(ds)[0] == "MemoryCreated"
+
+
+def test_links_follows_and_similar_to():
+    state, a = run(UserState(), fact(unit(1, 0, 0)))
+    state, b = run(state, fact(unit(0, 1, 0)))
+    state, c = run(state, fact(unit(1, 0.6, 0)))  # cos to a = 0.857 (link), to b = 0.51 (no link)
+    links = [d.data for d in c if isinstance(d.data, MemoryLinked)]
+    a_id, b_id, c_id = a[0].data.memory_id, b[0].data.memory_id, c[0].data.memory_id
+    assert [(l.kind, l.from_id, l.to_id) for l in links] == [("FOLLOWS", b_id, c_id), ("SIMILAR_TO", c_id, a_id)]
+    assert abs(links[1].weight - 0.8575) < 1e-3
+
+
+def test_new_value_supersedes_old_preference_and_memory():
+    state, ds1 = run(UserState(), fact(unit(1, 0, 0), "location", "北京"))
+    first_pref_id = derived_id(ds1[0].data.fact_id, ds1[1].tag)
+    old_memory = ds1[0].data.memory_id
+    state, ds2 = run(state, fact(unit(0, 1, 0), "location", "上海"))
+    sup = [d.data for d in ds2 if isinstance(d.data, MemorySuperseded)]
+    pref = [d.data for d in ds2 if isinstance(d.data, PreferenceSet)][0]
+    assert sup[0].memory_id == old_memory and sup[0].superseded_by == ds2[0].data.memory_id
+    assert (pref.value, pref.pref_version, pref.supersedes) == ("上海", 2, first_pref_id)
+    # the outdated memory leaves the working set: saying 北京 again creates a fresh memory
+    state, ds3 = run(state, fact(unit(1, 0, 0), "location", "北京"))
+    assert kinds(ds3)[0] == "MemoryCreated"
 
 
 def test_same_value_again_sets_no_new_version():
-    state = UserState()
-    fid, f = fact("location", "北京")
-    state, _ = run(state, fid, f)
-    fid2, f2 = fact("location", "北京")
-    state, ds = run(state, fid2, f2)
-    assert [type(d.data) for d in ds] == [MemoryCreated]
-    assert state.prefs["location"].version == 1
+    state, _ = run(UserState(), fact(unit(1, 0, 0), "name", "Alice"))
+    state, ds = run(state, fact(unit(0, 0, 1), "name", "Alice"))
+    assert not any(isinstance(d.data, PreferenceSet) for d in ds)
 
 
-def test_new_value_supersedes_the_old_one_which_stays_named():
+def test_recent_window_is_bounded():
     state = UserState()
-    fid, f = fact("location", "北京")
-    state, ds1 = run(state, fid, f)
-    first_event_id = derived_id(fid, ds1[1].tag)
-    fid2, f2 = fact("location", "Shanghai")
-    state, ds2 = run(state, fid2, f2)
-    pref = ds2[1].data
-    assert (pref.value, pref.pref_version, pref.supersedes) == ("Shanghai", 2, first_event_id)
+    for i in range(10):
+        state, _ = run(state, fact(unit(1, i, i * i)))
+    assert len(state.recent) == RULES.recent_window
 
 
 def test_redelivered_fact_yields_identical_decisions():
-    state = UserState()
-    fid, f = fact("name", "Alice")
-    state, first = run(state, fid, f)
-    state, again = run(state, fid, f)
+    state, _ = run(UserState(), fact(unit(1, 0, 0), "location", "北京"))
+    f = fact(unit(0, 1, 0), "location", "上海")
+    state, first = run(state, f)
+    snapshot = UserState.from_dict(state.to_dict())
+    state, again = run(state, f)
     assert [(d.tag, d.data) for d in again] == [(d.tag, d.data) for d in first]
-    assert state.prefs["name"].version == 1
+    assert state == snapshot
 
 
 def test_state_survives_serialisation():
-    state = UserState()
-    fid, f = fact("name", "Alice")
-    state, _ = run(state, fid, f)
-    assert UserState.from_dict(state.to_dict()) == state
+    state, _ = run(UserState(), fact(unit(1, 0, 0), "name", "Alice", tags=["x"]))
+    back = UserState.from_dict(state.to_dict())
+    assert back == state and np.allclose(back.recent[0].vec, state.recent[0].vec)
+    assert isinstance(back.recent[0].vec, np.ndarray)

@@ -47,8 +47,42 @@ def _en(name, regex, key, value, content, category, importance, slot=None):
     return _Rule(name, re.compile(r"(?i)\b" + regex + r"\s+" + _VALUE_EN), key, value, content, category, importance, slot)
 
 
-# Order matters: negative forms come before positive ones so "我不喜欢" is not read as "喜欢".
+# Constraints and standing instructions ("policy"): a clause that starts with the imperative.
+# The look-behind keeps "I don't like…" (a preference) out of "don't …" (an instruction).
+_CLAUSE_EN = r"(?im)(?:^|(?<=[,.!?;:\n]))\s*"
+_CLAUSE_ZH = r"(?:^|(?<=[，,。.!！?？;；：:\n\s]))"
+
+
+def _zh_clause(name, regex, key, content):
+    return _Rule(name, re.compile(_CLAUSE_ZH + regex + _VALUE_ZH), key, "true", content, "policy", 0.9, "constraint")
+
+
+def _en_clause(name, regex, key, content):
+    return _Rule(name, re.compile(_CLAUSE_EN + regex + r"\s+" + _VALUE_EN), key, "true", content, "policy", 0.9,
+                 "constraint")
+
+
+def _policy(name, regex, key, content):
+    return _Rule(name, re.compile(regex), key, "true", content, "policy", 0.9, "constraint")
+
+
+# Order matters: constraints come first (so "Never call me Bob" is an instruction, not a name),
+# and negative forms before positive ones so "我不喜欢" is not read as "喜欢".
+# Constraint keys are "constraint:<kind>:<normalised value>" with value "true"; the kind is the
+# same in both languages, so 我对花生过敏 and "I'm allergic to peanuts" differ only by the value.
 RULES: tuple[_Rule, ...] = (
+    _policy("zh.allergy", r"我对([^，,。.!！?？;；\n]{1,20}?)(?:严重)?过敏", "constraint:allergy:{v}", "用户对{v}过敏"),
+    _zh("zh.no_eat", r"我(?:从来|从|一直|也|都)?(?:不吃|不能吃|不碰|忌口)", "constraint:no-eat:{v}", "true", "用户不吃{v}",
+        "policy", 0.9, "constraint"),
+    _zh_clause("zh.dont", r"(?:请|以后|千万|永远|绝对)?(?:不要|别再|请勿|不准|不许|禁止)", "constraint:dont:{v}", "用户要求不要{v}"),
+    _zh_clause("zh.always", r"(?:请|以后)?(?:一定要|必须|务必|总是|始终|每次都要)", "constraint:always:{v}", "用户要求一定要{v}"),
+    _en("en.allergy", r"(?:i'm|i am|i'm very|i am very|i'm severely|i am severely)\s+allergic\s+to|i have an? (?:\w+\s+)?allergy\s+to",
+        "constraint:allergy:{v}", "true", "User is allergic to {v}", "policy", 0.9, "constraint"),
+    _en("en.no_eat", r"(?:i don't eat|i do not eat|i never eat|i can't eat|i cannot eat|i don't drink|i do not drink|i never drink)",
+        "constraint:no-eat:{v}", "true", "User does not eat or drink {v}", "policy", 0.9, "constraint"),
+    _en_clause("en.dont", r"(?:please\s+)?(?:don't ever|do not ever|never ever|never|don't|do not)", "constraint:dont:{v}",
+               "User asks not to {v}"),
+    _en_clause("en.always", r"(?:please\s+)?always", "constraint:always:{v}", "User asks to always {v}"),
     _zh("zh.name", r"(?:我叫|我的名字是|我的名字叫)", "name", "{v}", "用户叫{v}", "identity", 0.9, "name"),
     _zh("zh.dislike", r"我(?:不喜欢|讨厌)", "likes:{v}", "false", "用户不喜欢{v}", "preference", 0.7, "likes"),
     _zh("zh.like", r"我(?:很|非常|最|也|还)?(?:喜欢|爱)", "likes:{v}", "true", "用户喜欢{v}", "preference", 0.7, "likes"),
