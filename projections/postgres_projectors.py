@@ -10,7 +10,7 @@ from psycopg import sql
 
 from memstream.config import Settings
 from projections import pg
-from projections.runner import Item, Projector, TopicPart, erased_or, runs_by_kind
+from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
 
 class _PostgresProjector(Projector):
@@ -56,7 +56,7 @@ class PreferencesProjector(_PostgresProjector):
 
     def write(self, cur, items: list[Item]) -> None:
         # Runs of same-kind events keep their order: an erasure must fall between the rows before it and after it.
-        for kind, run in runs_by_kind(items, erased_or("set", "preference.set")):
+        for kind, run in runs_by_kind(items, kind_by_type({"user.erased": "erase", "preference.set": "set"})):
             if kind == "erase":
                 self.erase_users(cur, [i.event.user for i in run], ("preferences", "preference_history"))
             elif kind == "set":
@@ -77,12 +77,14 @@ class PreferencesProjector(_PostgresProjector):
 
 
 class MemoryItemsProjector(_PostgresProjector):
-    """memory.created → memory_items (pgvector, HNSW cosine)."""
+    """memory.created / .reinforced / .superseded → memory_items (pgvector, HNSW cosine)."""
 
     name = "pgvector-items"
+    kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
+                          "memory.superseded": "supersede"}))
 
     def write(self, cur, items: list[Item]) -> None:
-        for kind, run in runs_by_kind(items, erased_or("create", "memory.created")):
+        for kind, run in runs_by_kind(items, self.kind_of):
             if kind == "erase":
                 self.erase_users(cur, [i.event.user for i in run], ("memory_items",))
             elif kind == "create":
@@ -94,4 +96,15 @@ class MemoryItemsProjector(_PostgresProjector):
                       d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
                       i.event.time, i.event.time)
                      for i in run for d in (i.event.data,)])
-
+            elif kind == "reinforce":
+                # Absolute values from the event: applying it twice leaves the same row.
+                cur.executemany(self.q(
+                    "UPDATE {s}.memory_items SET importance = %s, category = %s, slot_hint = %s, tags = %s, "
+                    "access_count = %s, last_accessed_at = %s, updated_at = %s WHERE memory_id = %s AND user_id = %s"),
+                    [(d.importance, d.category, d.slot_hint, d.tags, d.access_count, i.event.time, i.event.time,
+                      d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
+            elif kind == "supersede":
+                cur.executemany(self.q(
+                    "UPDATE {s}.memory_items SET status = 'outdated', superseded_by = %s, updated_at = %s "
+                    "WHERE memory_id = %s AND user_id = %s"),
+                    [(d.superseded_by, i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
