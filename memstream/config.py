@@ -20,6 +20,7 @@ class Settings(BaseSettings):
 
     # -- naming ------------------------------------------------------------------------
     namespace: str = Field("memstream", description="Prefix of topics, consumer groups, the Postgres schema and Neo4j bookkeeping; tests use their own.")
+    log_namespace_override: str | None = Field(None, alias="MEMSTREAM_LOG_NAMESPACE", description="Read (and key) another namespace's log while writing read models under `namespace`: how shadow rebuilds and clean-run comparisons project the same topics into separate stores. Unset: the namespace's own log.")
     partitions: int = Field(6, ge=1, description="Partitions per topic (key = user id, so one user's events stay ordered).")
 
     # -- local stack ---------------------------------------------------------------------
@@ -59,6 +60,7 @@ class Settings(BaseSettings):
 
     # -- memory rules (calibrated for multilingual-e5-small; see docs/calibration.md) -------
     short_term_turns: int = Field(10, description="MaxTurns; the session window keeps MaxTurns x 2 messages.")
+    task_buffer_size: int = Field(20, ge=1, description="Steps kept per (user, task) in the task ring buffer; reset when the task starts again.")
     dedup_threshold: float = Field(0.95, description="Cosine at or above which a new fact reinforces an existing memory (write-time dedup).")
     link_threshold: float = Field(0.90, description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one.")
     recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
@@ -75,9 +77,14 @@ class Settings(BaseSettings):
         return (f"host={self.pg_host} port={self.pg_port} user={self.pg_user} "
                 f"password={self.pg_password.get_secret_value()} dbname={database or self.pg_database}")
 
+    @property
+    def log_namespace(self) -> str:
+        """The namespace whose topics and data keys this process reads: its own unless overridden."""
+        return self.log_namespace_override or self.namespace
+
     def topic(self, name: str) -> str:
-        """Full topic name: `<namespace>.<name>` (turns, tasks, facts, memory, deadletter)."""
-        return f"{self.namespace}.{name}"
+        """Full topic name: `<log namespace>.<name>` (turns, tasks, facts, memory, deadletter)."""
+        return f"{self.log_namespace}.{name}"
 
     def masked(self) -> dict[str, object]:
         out: dict[str, object] = {}

@@ -6,13 +6,18 @@ namespaces (tests, what-if runs) can share one Neo4j community database.
 """
 from __future__ import annotations
 
+import hashlib
+
+import orjson
 from neo4j import GraphDatabase
 
 from memstream.config import Settings
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
 SETUP = (
-    "CREATE CONSTRAINT memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
+    # (ns, id): one log projected into two namespaces (live and a shadow rebuild) gives two graphs.
+    "DROP CONSTRAINT memory_id IF EXISTS",
+    "CREATE CONSTRAINT memory_ns_id IF NOT EXISTS FOR (m:Memory) REQUIRE (m.ns, m.id) IS UNIQUE",
     "CREATE CONSTRAINT projector_position IF NOT EXISTS FOR (p:ProjectorPosition) REQUIRE p.key IS UNIQUE",
     "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.ns, m.user)",
 )
@@ -55,24 +60,24 @@ class GraphProjector(Projector):
                 rows = [{"user": i.event.user, "at": i.event.time.isoformat(), **i.event.data.model_dump(exclude={"embedding", "tags", "key", "value"})}
                         for i in run]
                 if kind == "create":
-                    tx.run("UNWIND $rows AS r MERGE (m:Memory {id: r.memory_id}) "
-                           "ON CREATE SET m.ns = $ns, m.user = r.user, m.content = r.content, m.category = r.category, "
+                    tx.run("UNWIND $rows AS r MERGE (m:Memory {ns: $ns, id: r.memory_id}) "
+                           "ON CREATE SET m.user = r.user, m.content = r.content, m.category = r.category, "
                            "m.importance = r.importance, m.status = 'active', m.access_count = 0, m.created_at = r.at",
                            rows=rows, ns=self.ns).consume()
                 elif kind == "reinforce":
-                    tx.run("UNWIND $rows AS r MATCH (m:Memory {id: r.memory_id}) SET m.importance = r.importance, "
+                    tx.run("UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.importance = r.importance, "
                            "m.category = r.category, m.access_count = r.access_count, m.last_accessed_at = r.at",
-                           rows=rows).consume()
+                           rows=rows, ns=self.ns).consume()
                 elif kind == "supersede":
-                    tx.run("UNWIND $rows AS r MATCH (old:Memory {id: r.memory_id}) SET old.status = 'outdated' "
-                           "WITH r, old MATCH (new:Memory {id: r.superseded_by}) MERGE (new)-[:SUPERSEDES]->(old)",
-                           rows=rows).consume()
+                    tx.run("UNWIND $rows AS r MATCH (old:Memory {ns: $ns, id: r.memory_id}) SET old.status = 'outdated' "
+                           "WITH r, old MATCH (new:Memory {ns: $ns, id: r.superseded_by}) MERGE (new)-[:SUPERSEDES]->(old)",
+                           rows=rows, ns=self.ns).consume()
                 else:  # link: relationship types cannot be parameters, so one statement per kind
                     for rel in ("FOLLOWS", "SIMILAR_TO"):
                         sel = [r for r in rows if r["kind"] == rel]
                         if sel:
-                            tx.run(f"UNWIND $rows AS r MATCH (a:Memory {{id: r.from_id}}), (b:Memory {{id: r.to_id}}) "
-                                   f"MERGE (a)-[e:{rel}]->(b) SET e.weight = r.weight", rows=sel).consume()
+                            tx.run(f"UNWIND $rows AS r MATCH (a:Memory {{ns: $ns, id: r.from_id}}), (b:Memory {{ns: $ns, id: r.to_id}}) "
+                                   f"MERGE (a)-[e:{rel}]->(b) SET e.weight = r.weight", rows=sel, ns=self.ns).consume()
             tx.run("UNWIND $pos AS p MERGE (n:ProjectorPosition {key: p.key}) "
                    "SET n.ns = $ns, n.projector = $name, n.topic = p.topic, n.partition = p.partition, "
                    "n.next_offset = CASE WHEN n.next_offset IS NULL OR n.next_offset < p.o THEN p.o ELSE n.next_offset END",
@@ -81,6 +86,17 @@ class GraphProjector(Projector):
 
         with self.driver.session() as s:
             s.execute_write(work)
+
+    def checksum(self) -> str:
+        """Digest of the namespace's nodes (with their properties) and edges, in a fixed order."""
+        with self.driver.session() as s:
+            nodes = s.run("MATCH (m:Memory {ns: $ns}) RETURN m.id AS id, properties(m) AS p ORDER BY id", ns=self.ns).data()
+            edges = s.run("MATCH (a:Memory {ns: $ns})-[e]->(b:Memory) RETURN type(e) AS t, a.id AS a, b.id AS b, "
+                          "properties(e) AS p ORDER BY t, a, b", ns=self.ns).data()
+        for n in nodes:
+            n["p"].pop("ns", None)
+        blob = orjson.dumps([nodes, edges], option=orjson.OPT_SORT_KEYS)
+        return f"nodes:{len(nodes)} edges:{len(edges)} {hashlib.md5(blob).hexdigest()}"
 
     def close(self) -> None:
         if self.driver is not None:

@@ -40,6 +40,17 @@ class _PostgresProjector(Projector):
     def write(self, cur, items: list[Item]) -> None:
         raise NotImplementedError
 
+    # table -> (content columns, order) compared by checksum(); positions are not content
+    CHECKSUM: dict[str, tuple[list[str], list[str]]] = {}
+
+    def checksum(self) -> str:
+        parts = []
+        for table, (columns, order) in sorted(self.CHECKSUM.items()):
+            count, digest = pg.table_checksum(self.conn, self.settings, table, columns, order)
+            parts.append(f"{table}:{count}:{digest}")
+        self.conn.commit()
+        return " ".join(parts)
+
     def erase_users(self, cur, users: list[str], tables: tuple[str, ...]) -> None:
         for table in tables:
             cur.execute(sql.SQL("DELETE FROM {s}.{t} WHERE user_id = ANY(%s)").format(s=self.s, t=sql.Identifier(table)), (users,))
@@ -53,6 +64,11 @@ class PreferencesProjector(_PostgresProjector):
     """preference.set → preferences (current value, version, source event) + history."""
 
     name = "kv-preferences"
+    CHECKSUM = {
+        "preferences": (["user_id", "key", "value", "version", "memory_id", "event_id", "updated_at"], ["user_id", "key"]),
+        "preference_history": (["user_id", "key", "version", "value", "event_id", "supersedes", "set_at"],
+                               ["user_id", "key", "version"]),
+    }
 
     def write(self, cur, items: list[Item]) -> None:
         # Runs of same-kind events keep their order: an erasure must fall between the rows before it and after it.
@@ -80,6 +96,10 @@ class MemoryItemsProjector(_PostgresProjector):
     """memory.created / .reinforced / .superseded → memory_items (pgvector, HNSW cosine)."""
 
     name = "pgvector-items"
+    CHECKSUM = {"memory_items": ([
+        "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
+        "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
+        "updated_at"], ["memory_id"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede"}))
 

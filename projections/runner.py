@@ -85,6 +85,10 @@ class Projector(ABC):
     @abstractmethod
     def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None: ...
 
+    def checksum(self) -> str:
+        """A digest of the read model's content (not its positions): equal digests, equal content."""
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 

@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS {schema}.user_keys (
 
 class KeyStore:
     def __init__(self, settings: Settings, master: MasterKeys | None = None, ttl: float = 30.0):
-        self._schema = psycopg.sql.Identifier(settings.namespace)
+        # Data keys belong to the log: a shadow projection of another namespace's log uses that log's keys.
+        self._schema = psycopg.sql.Identifier(settings.log_namespace)
         self._master = master or load_master_keys(settings)
         self._conn = psycopg.connect(settings.pg_dsn(settings.pg_keys_database), autocommit=True)
         self._lock = threading.Lock()
