@@ -43,10 +43,18 @@ def cmd_stack(args) -> None:
 def cmd_publish(args) -> None:
     from memstream.sdk import MemoryClient
     with MemoryClient() as client:
+        if args.what != "turn" and not args.task:
+            raise MemstreamError(f"publish {args.what} needs --task")
+        if args.what in ("turn", "step") and args.text is None:
+            raise MemstreamError(f"publish {args.what} needs --text")
         if args.what == "turn":
             pos = client.record_turn(args.user, args.session, args.role, args.text, task=args.task, at=_time(args.at))
+        elif args.what == "step":
+            pos = client.record_step(args.user, args.task, args.text, status=args.status, kind=args.kind, at=_time(args.at))
+        elif args.what == "task-start":  # resets the task's step buffer
+            pos = client.start_task(args.user, args.task, session=args.session, goal=args.text or "", at=_time(args.at))
         else:
-            pos = client.record_step(args.user, args.task, args.text, status=args.status, at=_time(args.at))
+            pos = client.finish_task(args.user, args.task, status=args.outcome, at=_time(args.at))
     _print(pos.as_dict() if args.json else pos.token(), args.json)
 
 
@@ -58,6 +66,16 @@ def cmd_prefs(args) -> None:
 def cmd_memories(args) -> None:
     from projections.queries import memories
     _print(memories(get_settings(), args.user, args.limit), args.json)
+
+
+def cmd_steps(args) -> None:
+    from projections.queries import task_steps
+    _print(task_steps(get_settings(), args.user, args.task, args.k), args.json)
+
+
+def cmd_session(args) -> None:
+    from projections.queries import session_window
+    _print(session_window(get_settings(), args.user, args.session), args.json)
 
 
 def cmd_worker(args) -> None:
@@ -112,7 +130,11 @@ def cmd_schemas(args) -> None:
 
 
 def cmd_config(args) -> None:
-    _print(get_settings().masked(), True)
+    from memstream.config import Settings
+    if args.markdown:
+        print(Settings.markdown_table())
+    else:
+        _print(get_settings().masked(), True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,14 +146,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_stack)
 
-    s = sub.add_parser("publish", help="publish a turn or a task step")
-    s.add_argument("what", choices=["turn", "step"])
+    s = sub.add_parser("publish", help="publish a turn, a task step, or a task's start / finish")
+    s.add_argument("what", choices=["turn", "step", "task-start", "task-finish"])
     s.add_argument("--user", required=True)
     s.add_argument("--session", default="default")
     s.add_argument("--role", default="user", choices=["user", "assistant", "system", "tool"])
     s.add_argument("--task")
     s.add_argument("--status", default="ok", choices=["ok", "failed", "pending"])
-    s.add_argument("--text", required=True)
+    s.add_argument("--kind", default="step", help="step: its kind (action, tool call, observation, …)")
+    s.add_argument("--outcome", default="succeeded", choices=["succeeded", "failed", "abandoned"], help="task-finish: how it ended")
+    s.add_argument("--text", help="turn/step: the content (required); task-start: the goal")
     s.add_argument("--at", help="event time, ISO 8601 with timezone (default: now)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_publish)
@@ -143,8 +167,21 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--json", action="store_true")
         s.set_defaults(fn=fn)
 
+    s = sub.add_parser("steps", help="a task's ring buffer: its newest steps, oldest first")
+    s.add_argument("--user", required=True)
+    s.add_argument("--task", required=True)
+    s.add_argument("--k", type=int, default=20)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_steps)
+
+    s = sub.add_parser("session", help="a session's short-term window (MaxTurns x 2 messages)")
+    s.add_argument("--user", required=True)
+    s.add_argument("--session", required=True)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_session)
+
     s = sub.add_parser("worker", help="run one processor (extractor, memory) or the projectors")
-    s.add_argument("name", choices=["extractor", "memory", "projectors"])
+    s.add_argument("name", choices=["extractor", "llm-extractor", "memory", "projectors"])
     s.add_argument("--only", help="projectors: comma-separated subset")
     s.set_defaults(fn=cmd_worker)
 
@@ -170,7 +207,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["export"])
     s.set_defaults(fn=cmd_schemas)
 
-    sub.add_parser("config", help="print the effective settings (secrets masked)").set_defaults(fn=cmd_config)
+    s = sub.add_parser("config", help="print the effective settings (secrets masked)")
+    s.add_argument("--markdown", action="store_true", help="every setting with its default, as a table")
+    s.set_defaults(fn=cmd_config)
     return p
 
 

@@ -86,6 +86,20 @@ class Settings(BaseSettings):
         """Full topic name: `<log namespace>.<name>` (turns, tasks, facts, memory, deadletter)."""
         return f"{self.log_namespace}.{name}"
 
+    @classmethod
+    def markdown_table(cls) -> str:
+        """Every setting, its variable, default and meaning: the README's configuration table."""
+        lines = ["| variable | default | meaning |", "|---|---|---|"]
+        for name, field in cls.model_fields.items():
+            var = field.alias or f"MEMSTREAM_{name.upper()}"
+            default = field.default
+            if isinstance(default, SecretStr):
+                default = "(secret)"
+            elif isinstance(default, Path):
+                default = "<repo>/" + str(default.relative_to(REPO_ROOT)) if default.is_relative_to(REPO_ROOT) else str(default)
+            lines.append(f"| `{var}` | `{default}` | {field.description} |")
+        return "\n".join(lines)
+
     def masked(self) -> dict[str, object]:
         out: dict[str, object] = {}
         for name in type(self).model_fields:

@@ -15,15 +15,22 @@ from pathlib import Path
 
 from memstream.config import Settings
 
-PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
+PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph", "task-buffers", "session-windows", "audit-index")
 WORKERS = ("extractor", "memory", "projectors")
+# The LLM channel runs in its own process and consumer group, so the rule channel never waits for
+# an LLM; start_pipeline starts it only when an endpoint is configured (MEMSTREAM_LLM_BASE_URL).
+LLM_WORKER = "llm-extractor"
 
 
 def _projector(name: str, settings: Settings):
     from projections.graph_projector import GraphProjector
     from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
+    from projections.audit_index import AuditIndexProjector
+    from projections.session_windows import SessionWindowsProjector
+    from projections.task_buffers import TaskBuffersProjector
     return {"kv-preferences": PreferencesProjector, "pgvector-items": MemoryItemsProjector,
-            "neo4j-graph": GraphProjector}[name](settings)
+            "neo4j-graph": GraphProjector, "task-buffers": TaskBuffersProjector,
+            "session-windows": SessionWindowsProjector, "audit-index": AuditIndexProjector}[name](settings)
 
 
 def _run_faust(app) -> None:
@@ -39,6 +46,10 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         from memstream.embedding import make_embedder
         from streams.extractor import build
         _run_faust(build(settings, make_embedder(settings)))
+    elif name == LLM_WORKER:
+        from memstream.embedding import make_embedder
+        from streams.llm_extractor import build as build_llm
+        _run_faust(build_llm(settings, make_embedder(settings)))
     elif name == "memory":
         from streams.memory_processor import build
         _run_faust(build(settings))
@@ -48,7 +59,12 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         keys = KeyStore(settings)
         run_until_signalled([ProjectorRunner(_projector(p, settings), settings, keys) for p in projectors])
     else:
-        raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS)}")
+        raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS + (LLM_WORKER,))}")
+
+
+def worker_command(name: str) -> list[str]:
+    """The command line that runs one worker in its own process."""
+    return [sys.executable, "-m", "memstream.cli", "worker", name]
 
 
 def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | None = None) -> dict[str, subprocess.Popen]:
@@ -57,9 +73,10 @@ def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | 
     log_dir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {}), "MEMSTREAM_NAMESPACE": settings.namespace}
     procs = {}
-    for name in WORKERS:
+    names = WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ())
+    for name in names:
         log = open(log_dir / f"{settings.namespace}-{name}.log", "ab")
-        procs[name] = subprocess.Popen([sys.executable, "-m", "memstream.cli", "worker", name],
+        procs[name] = subprocess.Popen(worker_command(name),
                                        stdout=log, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
     return procs
 
@@ -75,3 +92,4 @@ def stop_pipeline(procs: dict[str, subprocess.Popen], timeout: float = 15.0) -> 
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+

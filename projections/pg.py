@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS {s}.memory_items (
     superseded_by text,
     access_count  int  NOT NULL DEFAULT 0,
     last_accessed_at timestamptz,
+    terms         text[] NOT NULL DEFAULT '{{}}',  -- keyword-path tokens (memstream.domain.text)
     session       text,
     fact_id       text,
     event_id      text NOT NULL,
@@ -60,6 +61,7 @@ CREATE TABLE IF NOT EXISTS {s}.memory_items (
 );
 CREATE INDEX IF NOT EXISTS memory_items_user_created ON {s}.memory_items (user_id, created_at);
 CREATE INDEX IF NOT EXISTS memory_items_embedding ON {s}.memory_items USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS memory_items_terms ON {s}.memory_items USING gin (terms);
 """
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from psycopg import sql
 
 from memstream.config import Settings
+from memstream.domain.text import tokens
 from projections import pg
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
@@ -99,7 +100,7 @@ class MemoryItemsProjector(_PostgresProjector):
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
-        "updated_at"], ["memory_id"])}
+        "updated_at", "terms"], ["memory_id"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede"}))
 
@@ -110,11 +111,11 @@ class MemoryItemsProjector(_PostgresProjector):
             elif kind == "create":
                 cur.executemany(self.q(
                     "INSERT INTO {s}.memory_items (memory_id, user_id, key, value, content, category, tags, slot_hint, "
-                    "importance, embedding, session, fact_id, event_id, created_at, updated_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING"),
+                    "importance, embedding, session, fact_id, event_id, created_at, updated_at, terms) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING"),
                     [(d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
                       d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
-                      i.event.time, i.event.time)
+                      i.event.time, i.event.time, sorted(set(tokens(d.content))))
                      for i in run for d in (i.event.data,)])
             elif kind == "reinforce":
                 # Absolute values from the event: applying it twice leaves the same row.

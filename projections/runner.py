@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from memstream.bus import EventProducer, dead_letter_record
+from memstream import watermarks
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
 from schemas.codec import KeyRing, decode
@@ -164,6 +165,10 @@ class ProjectorRunner:
             if m.offset() < self._next.get(tp, 0):
                 continue
             positions[tp] = m.offset() + 1
+            mark = watermarks.parse(m.headers())
+            if mark is not None:
+                positions[watermarks.position_key(mark[0], mark[1])] = mark[2]
+                continue
             try:
                 env = decode(m.value(), self.keys)
             except InvalidEvent as exc:

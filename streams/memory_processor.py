@@ -10,6 +10,7 @@ import logging
 
 import orjson
 
+from memstream import watermarks
 from memstream.config import Settings
 from memstream.domain.memory_rules import Rules, UserState, decide
 from memstream.errors import InvalidEvent
@@ -57,6 +58,12 @@ def build(settings: Settings):
     async def process(stream):
         async for event in stream.events():
             msg = event.message
+            mark = watermarks.parse(msg.headers)
+            if mark is not None:
+                # A source watermark: pass it on, in order, after this partition's decisions.
+                if msg.topic == facts_topic:
+                    await memory.send(value=b"", partition=msg.partition, headers=watermarks.header(*mark))
+                continue
             if msg.topic == memory_topic:
                 # Our own output comes back here; only erasure concerns the processor.
                 if _peek_type(msg.value) == "user.erased" and msg.key:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -18,7 +17,7 @@ from memstream.bus import EventProducer, ensure_topics
 from memstream.domain.memory_rules import Rules, UserState, decide
 from memstream.ids import derived_id, uuid7
 from memstream.privacy.keystore import KeyStore
-from memstream.workers import PROJECTORS, _projector
+from memstream.workers import PROJECTORS, _projector, worker_command
 from projections import pg
 from projections.runner import ProjectorRunner
 from schemas.codec import encode, make_envelope
@@ -65,7 +64,7 @@ def stored_total(settings, projector_name: str) -> int:
 def start_projectors(settings) -> subprocess.Popen:
     env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace}
     log = open(settings.stack_dir / "logs" / f"{settings.namespace}-projectors.log", "ab")
-    return subprocess.Popen([sys.executable, "-m", "memstream.cli", "worker", "projectors"], env=env,
+    return subprocess.Popen(worker_command("projectors"), env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 

@@ -45,3 +45,57 @@ def test_english_value_stops_before_a_new_thought():
     assert facts("I moved to Berlin last month") == [("location", "Berlin", "identity")]
     assert facts("I like hiking with friends and I live in New York now") == [
         ("likes:hiking", "true", "preference"), ("location", "New York", "identity")]
+
+
+# -- constraints and standing instructions (category "policy") --------------------------------
+
+def policies(text):
+    return [(d.key, d.value, d.content) for d in extract_rules(text) if d.category == "policy"]
+
+
+def test_chinese_dietary_constraints_and_allergies():
+    assert policies("我不吃香菜") == [("constraint:no-eat:香菜", "true", "用户不吃香菜")]
+    assert policies("我对花生过敏") == [("constraint:allergy:花生", "true", "用户对花生过敏")]
+    assert policies("我不喝酒") == [("constraint:no-drink:酒", "true", "用户不喝酒")]
+
+
+def test_english_dietary_constraints_and_allergies():
+    assert policies("I'm allergic to peanuts.") == [("constraint:allergy:peanuts", "true", "User is allergic to peanuts")]
+    assert policies("I don't eat pork") == [("constraint:no-eat:pork", "true", "User does not eat pork")]
+    assert policies("I have a severe allergy to shellfish") == [
+        ("constraint:allergy:shellfish", "true", "User is allergic to shellfish")]
+
+
+def test_chinese_instructions_are_policies_in_the_third_person():
+    assert policies("请不要在晚上给我打电话") == [
+        ("constraint:dont:在晚上给我打电话", "true", "用户要求不要在晚上给用户打电话")]
+    assert policies("你不要再推荐恐怖片了") == [("constraint:dont:推荐恐怖片", "true", "用户要求不要推荐恐怖片")]
+    assert policies("以后一定要用中文回答") == [("constraint:always:用中文回答", "true", "用户要求一定要用中文回答")]
+
+
+def test_english_instructions_are_policies_in_the_third_person():
+    assert policies("Please don't call me after 9pm.") == [
+        ("constraint:dont:call me after 9pm", "true", "User asks not to call them after 9pm")]
+    assert policies("Never use emojis") == [("constraint:dont:use emojis", "true", "User asks not to use emojis")]
+    assert policies("Always answer in English when I ask in English") == [
+        ("constraint:always:answer in english", "true", "User asks to always answer in English")]
+
+
+def test_policy_facts_carry_high_importance_and_a_constraint_slot():
+    for text in ("我不吃香菜", "I'm allergic to peanuts", "请不要在晚上给我打电话", "please don't call me"):
+        (d,) = extract_rules(text)
+        assert (d.category, d.importance, d.slot_hint) == ("policy", 0.9, "constraint"), text
+
+
+def test_instructions_do_not_swallow_other_rules_or_small_talk():
+    # "I don't like" is a preference, not an instruction; "don't worry" is small talk.
+    assert facts("I don't like rain") == [("likes:rain", "false", "preference")]
+    assert extract_rules("Don't worry about it") == []
+    assert extract_rules("never mind") == []
+    assert extract_rules("我不要咖啡") == []  # "I don't want coffee" (now), not a standing rule
+    # An instruction claims its span, so "Never call me Bob" is not the name "Bob".
+    assert facts("Never call me Bob") == [("constraint:dont:call me bob", "true", "policy")]
+    assert facts("我对花生过敏，我喜欢喝咖啡") == [
+        ("constraint:allergy:花生", "true", "policy"), ("likes:喝咖啡", "true", "preference")]
+    assert facts("I don't eat pork and I like jazz") == [
+        ("constraint:no-eat:pork", "true", "policy"), ("likes:jazz", "true", "preference")]

@@ -42,10 +42,10 @@ _EN_CLAUSE = r"(?:^|[,.!?;:]\s*)(?:(?:the\s+)?user\s+|please\s+|you\s+)?"
 # Order matters (see the module docstring).
 _PATTERNS: tuple[_Pattern, ...] = (
     # policy: standing instructions and hard constraints
-    _p("policy", "constraint", r"(必须|一定要|务必|不要|不准|不许|禁止|千万别|请勿|永远不|绝不|不吃|不能吃|忌口|过敏)", "constraint"),
+    _p("policy", "constraint", r"(必须|一定要|务必|不要|不准|不许|禁止|千万别|请勿|永远不|绝不|不吃|不能吃|不喝|不能喝|忌口|过敏)", "constraint"),
     _p("policy", "constraint", _EN_CLAUSE + r"(always|never|must(?:\s+not)?|don't\s+ever|do\s+not\s+ever|"
        r"please\s+don't|please\s+do\s+not|do\s+not|don't)\b", "constraint"),
-    _p("policy", "constraint", r"\b(allergic\s+to|allergy|(?:does\s+not|doesn't|don't|do\s+not|never|can't|cannot)\s+eats?|"
+    _p("policy", "constraint", r"\b(allergic\s+to|allergy|(?:does\s+not|doesn't|don't|do\s+not|never|can't|cannot)\s+(?:eats?|drinks?)|"
        r"asks?\s+(?:not\s+to|never\s+to|to\s+always)|must\s+not|must\s+never)\b", "constraint"),
     # tool_failure: something an agent ran went wrong
     _p("tool_failure", "tool", r"\b(errors?|failed|fails|failure|failing|time[sd]?\s*out|timeouts?|exceptions?|"

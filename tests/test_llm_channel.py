@@ -1,0 +1,251 @@
+"""The LLM channel: the client against a scripted OpenAI-compatible server (the only stand-in: the
+remote LLM), then the "llm-extractor" worker end to end on the real stack."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+
+import pytest
+
+from memstream.ids import derived_id
+from projections.queries import memories, preferences
+from schemas.codec import decode
+from streams.llm_channel import CLASSIFY_PROMPT, EXTRACTION_PROMPT, LlmClient
+from tests.helpers import WATCHED, unique_user, wait_for
+from tests.kafka_helpers import read_all
+from tests.llm_server import Reply, ScriptedLLM, system_text, user_text
+
+NAME_FACT = {"key": "name", "value": "Alice", "content": "User's name is Alice", "category": "identity",
+             "tags": ["name"], "slot_hint": "name", "importance": 0.9}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _with_client(server: ScriptedLLM | None, fn, *, base_url=None, **kw):
+    llm = LlmClient(base_url or server.base_url, "scripted-model", backoff_s=kw.pop("backoff_s", 0.05), **kw)
+    try:
+        return llm, await fn(llm)
+    finally:
+        await llm.close()
+
+
+# -- (a) the client, in-process, through the real openai package ------------------------------
+
+def test_valid_output_is_parsed_and_the_request_is_json_mode():
+    with ScriptedLLM() as server:
+        server.push(Reply.json({"facts": [NAME_FACT, {"content": "User flew to Tokyo", "category": "hobby"}]}))
+        llm, facts = run(_with_client(server, lambda c: c.extract("My name is Alice. I flew to Tokyo.")))
+    assert [f.content for f in facts] == ["User's name is Alice", "User flew to Tokyo"]
+    assert (facts[0].key, facts[0].value, facts[0].category, facts[0].importance) == ("name", "Alice", "identity", 0.9)
+    assert facts[1].category is None  # an unknown label is left to classification, not fatal
+    (req,) = server.requests
+    assert req["body"]["model"] == "scripted-model"
+    assert req["body"]["response_format"] == {"type": "json_object"}
+    assert system_text(req["body"]) == EXTRACTION_PROMPT
+    assert user_text(req["body"]) == "My name is Alice. I flew to Tokyo."
+    assert llm.counters() == {"calls": 1, "retries": 0, "timeouts": 0, "invalid_outputs": 0, "failures": 0}
+
+
+def test_classify_uses_its_own_prompt():
+    with ScriptedLLM() as server:
+        server.push(Reply.json({"category": "episodic", "tags": ["travel"], "slot_hint": None}))
+        _, out = run(_with_client(server, lambda c: c.classify("用户上个月去东京开会")))
+    assert out == {"category": "episodic", "tags": ["travel"], "slot_hint": None}
+    assert system_text(server.requests[0]["body"]) == CLASSIFY_PROMPT
+
+
+def test_invalid_json_is_asked_once_more_then_given_up():
+    with ScriptedLLM() as server:
+        server.push(Reply("this is not json"), Reply.json({"facts": [{"content": ""}]}))  # bad JSON, then bad schema
+        llm, facts = run(_with_client(server, lambda c: c.extract("I like tea")))
+    assert facts is None
+    assert len(server.requests) == 2
+    assert llm.counters() == {"calls": 2, "retries": 1, "timeouts": 0, "invalid_outputs": 2, "failures": 1}
+    # The re-ask shows the model its own answer.
+    assert [m["role"] for m in server.requests[1]["body"]["messages"]] == ["system", "user", "assistant", "user"]
+    assert server.requests[1]["body"]["messages"][2]["content"] == "this is not json"
+
+
+def test_invalid_json_then_a_valid_answer_is_used():
+    with ScriptedLLM() as server:
+        server.push(Reply('{"facts": [oops'), Reply.json({"facts": [NAME_FACT]}))
+        llm, facts = run(_with_client(server, lambda c: c.extract("My name is Alice")))
+    assert [f.key for f in facts] == ["name"]
+    assert (llm.invalid_outputs, llm.retries, llm.failures) == (1, 1, 0)
+
+
+def test_server_errors_are_retried_with_backoff_then_counted_as_a_failure():
+    with ScriptedLLM() as server:
+        server.push(Reply(status=500), Reply(status=500), Reply(status=503))
+        llm, facts = run(_with_client(server, lambda c: c.extract("I like tea"), max_attempts=3, backoff_s=0.2))
+    assert facts is None
+    assert llm.counters() == {"calls": 3, "retries": 2, "timeouts": 0, "invalid_outputs": 0, "failures": 1}
+    t = [r["at"] for r in server.requests]
+    # Equal jitter: retry n waits between half and all of backoff_s * 2**(n-1).
+    assert 0.1 <= t[1] - t[0] < 0.2 + 0.5
+    assert 0.2 <= t[2] - t[1] < 0.4 + 0.5
+
+
+def test_a_server_error_then_success_recovers():
+    with ScriptedLLM() as server:
+        server.push(Reply(status=500), Reply.json({"facts": [NAME_FACT]}))
+        llm, facts = run(_with_client(server, lambda c: c.extract("My name is Alice")))
+    assert [f.key for f in facts] == ["name"]
+    assert (llm.calls, llm.retries, llm.failures) == (2, 1, 0)
+
+
+def test_client_errors_are_not_retried():
+    with ScriptedLLM() as server:
+        server.push(Reply(status=400))
+        llm, facts = run(_with_client(server, lambda c: c.extract("I like tea")))
+    assert facts is None and (llm.calls, llm.retries, llm.failures) == (1, 0, 1)
+
+
+def test_timeouts_are_counted_and_bounded():
+    with ScriptedLLM(lambda body: Reply.json({"facts": []}, delay=1.5)) as server:
+        started = time.monotonic()
+        llm, facts = run(_with_client(server, lambda c: c.extract("I like tea"), timeout_s=0.3, max_attempts=2))
+        took = time.monotonic() - started
+    assert facts is None
+    assert (llm.calls, llm.timeouts, llm.retries, llm.failures) == (2, 2, 1, 1)
+    assert took < 1.5  # two 0.3 s attempts and a short backoff, not the server's 1.5 s
+
+
+def test_concurrency_is_bounded():
+    with ScriptedLLM(lambda body: Reply.json({"facts": [NAME_FACT]}, delay=0.2)) as server:
+        async def many(llm):
+            return await asyncio.gather(*(llm.extract(f"turn {i}") for i in range(8)))
+        llm, results = run(_with_client(server, many, concurrency=2))
+    assert all(r and r[0].key == "name" for r in results)
+    assert len(server.requests) == 8
+    assert server.max_in_flight == 2  # parallel, but never more than the bound
+
+
+def test_endpoint_down_is_a_counted_failure_not_an_exception():
+    server = ScriptedLLM().start()
+    base_url = server.base_url
+    server.stop()  # nothing listens on that port any more
+    llm, facts = run(_with_client(None, lambda c: c.extract("I like tea"), base_url=base_url, max_attempts=2))
+    assert facts is None
+    assert (llm.calls, llm.retries, llm.failures) == (2, 1, 1)
+
+
+# -- (b, c) the llm-extractor worker on the real stack ----------------------------------------
+
+EN_TURN = "My name is Alice. I work as a nurse at the city hospital, and last month I flew to Tokyo for a conference."
+ZH_TURN = "我叫王芳，我是一名护士，上个月去东京开会了。"
+BACK_TURN = "I speak three languages fluently."
+EXTRACTIONS = {
+    EN_TURN: [NAME_FACT,  # the rule channel has "name" already: dropped
+              {"key": "occupation", "value": "nurse", "content": "User works as a nurse at the city hospital",
+               "category": "fact", "tags": ["work"], "importance": 0.8},  # rules say identity
+              {"key": None, "value": None, "content": "User flew to Tokyo for a conference last month",
+               "tags": ["travel"], "importance": 0.4}],  # no category: the classify call decides
+    ZH_TURN: [{"key": "name", "value": "王芳", "content": "用户叫王芳", "category": "identity", "importance": 0.9},
+              {"key": "occupation", "value": "护士", "content": "用户是一名护士", "category": "fact", "importance": 0.8},
+              {"key": None, "content": "用户上个月去东京开会", "category": "episodic", "tags": ["travel"], "importance": 0.4}],
+    BACK_TURN: [{"key": "languages", "value": "3", "content": "User speaks three languages fluently",
+                 "category": "fact", "tags": ["language"], "importance": 0.6}],
+}
+
+
+def scripted_answer(body: dict) -> Reply:
+    text = user_text(body)
+    if system_text(body) == CLASSIFY_PROMPT:
+        return Reply.json({"category": "episodic", "tags": ["event"], "slot_hint": None})
+    return Reply.json({"facts": EXTRACTIONS.get(text, [])})
+
+
+@pytest.fixture(scope="module")
+def llm_server():
+    server = ScriptedLLM(scripted_answer).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def llm_worker(settings, pipeline, llm_server):
+    """Just the llm-extractor worker, started like start_pipeline starts workers, pointed at the server."""
+    from memstream.workers import LLM_WORKER, stop_pipeline, worker_command
+    log_path = settings.stack_dir / "logs" / f"{settings.namespace}-{LLM_WORKER}.log"
+    env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace, "MEMSTREAM_LLM_BASE_URL": llm_server.base_url,
+           "MEMSTREAM_LLM_MODEL": "scripted-model", "MEMSTREAM_LLM_TIMEOUT_S": "5"}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(worker_command(LLM_WORKER), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    WATCHED[LLM_WORKER] = proc
+    yield proc
+    WATCHED.pop(LLM_WORKER, None)
+    stop_pipeline({LLM_WORKER: proc})
+    if b"Traceback" in log_path.read_bytes():
+        print(f"\n--- {log_path} ---\n" + log_path.read_text()[-4000:])
+
+
+def facts_of(settings, keys, user):
+    return [env for m in read_all(settings, settings.topic("facts")) if m.key() == user.encode()
+            for env in [decode(m.value(), keys)]]
+
+
+def llm_facts_of(settings, keys, user):
+    return [f for f in facts_of(settings, keys, user) if f.data.channel == "llm"]
+
+
+@pytest.mark.stack
+@pytest.mark.parametrize("turn, rule_content, expected", [
+    (EN_TURN, "User's name is Alice", {"User works as a nurse at the city hospital": "identity",
+                                       "User flew to Tokyo for a conference last month": "episodic"}),
+    (ZH_TURN, "用户叫王芳", {"用户是一名护士": "identity", "用户上个月去东京开会": "episodic"}),
+], ids=["en", "zh"])
+def test_llm_facts_reach_the_facts_topic_and_memory(settings, keys, client, llm_worker, turn, rule_content, expected):
+    user = unique_user("llm")
+    client.record_turn(user, "s1", "user", turn)
+    facts = wait_for(lambda: len(f := llm_facts_of(settings, keys, user)) == len(expected) and f, timeout=120,
+                     what="the LLM channel's facts")
+    # 1. what the LLM said, minus what the rules had, classified rules-first
+    assert {f.data.content: f.data.category for f in facts} == expected
+    assert all(f.data.model == "scripted-model" and f.data.rule is None for f in facts)
+    assert all(len(f.data.embedding) == settings.embed_dim and f.data.embed_model == settings.embed_model for f in facts)
+    assert "name" not in {f.data.key for f in facts}
+    # 2. deterministic ids: the position in the LLM's answer (0 was dropped)
+    turn_id = facts[0].data.source_turn
+    assert sorted(f.id for f in facts) == sorted(derived_id(turn_id, f"llm-fact:{i}") for i in (1, 2))
+    assert all(f.data.fact_id == f.id and f.causation == turn_id for f in facts)
+    # 3. the rule channel's own fact is there once, from the rules
+    assert [f.data.content for f in facts_of(settings, keys, user) if f.data.channel == "rule"] == [rule_content]
+    # 4. the memory processor turns them into memories like any fact
+    want = {rule_content, *expected}
+    mems = wait_for(lambda: (m := memories(settings, user)) and want <= {r["content"] for r in m} and m,
+                    timeout=60, what="memories from both channels")
+    assert {m["content"]: m["category"] for m in mems if m["content"] in expected} == expected
+
+
+@pytest.mark.stack
+def test_endpoint_down_rule_channel_goes_on_and_llm_worker_survives(settings, keys, client, llm_server, llm_worker):
+    log_path = settings.stack_dir / "logs" / f"{settings.namespace}-llm-extractor.log"
+    seen = log_path.stat().st_size
+    llm_server.stop()
+    try:
+        user = unique_user("down")
+        client.record_turn(user, "s1", "user", "I like hiking. Please don't call me after 9pm.")
+        # 1. the rule channel does not wait for the LLM
+        prefs = wait_for(lambda: (p := preferences(settings, user)) and {"likes:hiking", "constraint:dont:call me after 9pm"}
+                         <= {r["key"] for r in p} and p, timeout=60,
+                         what="the rule channel's preferences")
+        assert {p["key"]: p["value"] for p in prefs}["constraint:dont:call me after 9pm"] == "true"
+        # 2. the LLM worker tried, gave up, logged it, and is still running
+        wait_for(lambda: "giving up" in log_path.read_bytes()[seen:].decode(errors="replace"), timeout=90,
+                 what="the LLM worker to log its failure")
+        assert llm_worker.poll() is None
+        assert llm_facts_of(settings, keys, user) == []
+    finally:
+        llm_server.start()  # the same port again
+    # 3. once the endpoint is back, the same worker goes on producing LLM facts
+    user = unique_user("back")
+    client.record_turn(user, "s1", "user", BACK_TURN)
+    (fact,) = wait_for(lambda: llm_facts_of(settings, keys, user), timeout=90, what="an LLM fact after recovery")
+    assert (fact.data.content, fact.data.category) == ("User speaks three languages fluently", "fact")
+    assert llm_worker.poll() is None
