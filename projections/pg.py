@@ -75,14 +75,21 @@ def connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection:
     return conn
 
 
-def ensure_schema(settings: Settings) -> None:
+def ensure_ddl(settings: Settings, ddl: str, **literals) -> None:
+    """Run a read model's DDL ({s} = the namespace schema) under the shared DDL lock.
+
+    Concurrent projectors may race on CREATE … IF NOT EXISTS; an advisory lock serialises them.
+    """
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
-        # Concurrent projectors may race on CREATE … IF NOT EXISTS; an advisory lock serialises them.
         conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")
         try:
-            conn.execute(sql.SQL(DDL).format(s=schema(settings), dim=sql.Literal(settings.embed_dim)))
+            conn.execute(sql.SQL(ddl).format(s=schema(settings), **{k: sql.Literal(v) for k, v in literals.items()}))
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
+
+
+def ensure_schema(settings: Settings) -> None:
+    ensure_ddl(settings, DDL, dim=settings.embed_dim)
 
 
 def load_positions(conn: psycopg.Connection, settings: Settings, projector: str) -> dict[tuple[str, int], int]:

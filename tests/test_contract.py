@@ -1,7 +1,6 @@
 """The event contract: schemas on disk, sealing, validation with precise reasons, upcasting."""
 from __future__ import annotations
 
-import base64
 from datetime import datetime, timezone
 
 import orjson

