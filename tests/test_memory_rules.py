@@ -5,7 +5,7 @@ from memstream.domain.memory_rules import Rules, UserState, decide
 from memstream.ids import derived_id, uuid7
 from schemas.events import FactExtracted, MemoryLinked, MemoryReinforced, MemorySuperseded, PreferenceSet
 
-RULES = Rules(dedup_threshold=0.95, link_threshold=0.80, recent_window=3)
+RULES = Rules(dedup_threshold=0.95, link_threshold=0.80, recent_window=3, link_max=3)
 
 
 def unit(*xs):
@@ -104,3 +104,21 @@ def test_state_survives_serialisation():
     back = UserState.from_dict(state.to_dict())
     assert back == state and np.allclose(back.recent[0].vec, state.recent[0].vec)
     assert isinstance(back.recent[0].vec, np.ndarray)
+
+
+def test_same_slot_and_value_reinforces_whatever_the_wording():
+    state, first = run(UserState(), fact(unit(1, 0, 0), "location", "北京"))
+    _, ds = run(state, fact(unit(0, 1, 0), "location", "北京"))  # orthogonal vector, same key and value
+    assert kinds(ds) == ["MemoryReinforced"] and ds[0].data.memory_id == first[0].data.memory_id
+
+
+def test_similar_to_links_are_capped_at_the_most_similar():
+    rules = Rules(dedup_threshold=0.999, link_threshold=0.5, recent_window=10, link_max=2)
+    state = UserState()
+    for x in (0.9, 0.5, 0.7):  # three recent memories, all above the link threshold to the next one
+        state, _ = decide(state, fact(unit(1, x, 0)), rules, lambda t: t)
+    f = fact(unit(1, 0.8, 0))
+    _, ds = decide(state, f, rules, lambda t: t)
+    weights = sorted((d.data.weight for d in ds if isinstance(d.data, MemoryLinked) and d.data.kind == "SIMILAR_TO"),
+                     reverse=True)
+    assert len(weights) == 2 and weights[0] > 0.99

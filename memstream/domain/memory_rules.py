@@ -26,13 +26,15 @@ APPLIED_WINDOW = 32  # facts whose decisions are kept for crash re-delivery; cov
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    dedup_threshold: float = 0.95
-    link_threshold: float = 0.90
+    """Thresholds calibrated for the default embedder (docs/calibration.md)."""
+    dedup_threshold: float = 0.98
+    link_threshold: float = 0.91
     recent_window: int = 50
+    link_max: int = 3
 
     @classmethod
     def from_settings(cls, settings) -> "Rules":
-        return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window)
+        return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window, settings.link_max)
 
 
 @dataclass(slots=True)
@@ -122,14 +124,19 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) ->
     sims = (np.stack([r.vec for r in state.recent]) @ vec) if state.recent else np.zeros(0, dtype=np.float32)
     decisions: list[Decision] = []
 
-    # 1. Write-time dedup: the most similar compatible recent memory at or above the threshold.
+    # 1. Write-time dedup: the same slot with the same value is the same memory whatever the
+    #    wording; otherwise the most similar compatible recent memory at or above the threshold.
     target: Recent | None = None
-    for i in np.argsort(-sims, kind="stable"):
+    if fact.key is not None:
+        for i, r in enumerate(state.recent):
+            if r.key == fact.key and r.value == fact.value:
+                target, similarity = r, float(sims[i])
+                break
+    for i in np.argsort(-sims, kind="stable") if target is None else ():
         if sims[i] < rules.dedup_threshold:
             break
         if _compatible(fact, state.recent[i]):
-            target = state.recent[i]
-            similarity = float(sims[i])
+            target, similarity = state.recent[i], float(sims[i])
             break
 
     if target is not None:
@@ -157,10 +164,11 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) ->
         if state.last_memory_id is not None:
             decisions.append(Decision(f"linked:FOLLOWS:{state.last_memory_id}", MemoryLinked(
                 from_id=state.last_memory_id, to_id=memory_id, kind="FOLLOWS")))
-        for i, r in enumerate(state.recent):
-            if sims[i] >= rules.link_threshold:
-                decisions.append(Decision(f"linked:SIMILAR_TO:{r.memory_id}", MemoryLinked(
-                    from_id=memory_id, to_id=r.memory_id, kind="SIMILAR_TO", weight=round(float(sims[i]), 4))))
+        close = [i for i in np.argsort(-sims, kind="stable") if sims[i] >= rules.link_threshold][: rules.link_max]
+        for i in sorted(close):  # log order: oldest first
+            r = state.recent[i]
+            decisions.append(Decision(f"linked:SIMILAR_TO:{r.memory_id}", MemoryLinked(
+                from_id=memory_id, to_id=r.memory_id, kind="SIMILAR_TO", weight=round(float(sims[i]), 4))))
         state.recent.append(Recent(memory_id, vec, fact.importance, fact.category, fact.slot_hint,
                                    list(fact.tags), fact.key, fact.value))
         del state.recent[:-rules.recent_window]
