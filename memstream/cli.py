@@ -78,6 +78,70 @@ def cmd_session(args) -> None:
     _print(session_window(get_settings(), args.user, args.session), args.json)
 
 
+def _models():
+    from query.store import ReadModels
+    return ReadModels(get_settings(), pool_size=2)
+
+
+def _wait(models, after: str | None, reads: tuple[str, ...]) -> None:
+    if after:
+        from query.consistency import wait_until_applied
+        wait_until_applied(models, after, reads)
+
+
+def cmd_recall(args) -> None:
+    from query.api import RECALL_READS
+    from query.recall import RecallRequest, recall
+    models = _models()
+    try:
+        _wait(models, args.after, RECALL_READS)
+        hits = recall(models, RecallRequest(args.user, args.query, args.k, args.category, args.tag,
+                                            args.max_age_hours, args.min_score, not args.no_expand))
+    finally:
+        models.close()
+    if args.json:
+        _print([h.as_dict() for h in hits], True)
+    else:
+        for h in hits:
+            print(f"{h.score:.3f}  [{h.category}] {h.content}  {h.why}")
+
+
+def cmd_profile(args) -> None:
+    from query.api import PROFILE_READS
+    from query.profile import profile
+    models = _models()
+    try:
+        _wait(models, args.after, PROFILE_READS)
+        _print(profile(models, args.user), True)
+    finally:
+        models.close()
+
+
+def cmd_context(args) -> None:
+    import asyncio
+
+    from query.api import PROFILE_READS, RECALL_READS
+    from query.context import ContextRequest, build_context
+    models = _models()
+    try:
+        _wait(models, args.after, RECALL_READS + PROFILE_READS)
+        out = asyncio.run(build_context(models, ContextRequest(args.user, args.query, args.session, args.task, args.budget)))
+    finally:
+        models.close()
+    if args.json:
+        _print(out, True)
+    else:
+        print(out["text"])
+
+
+def cmd_api(args) -> None:
+    import uvicorn
+
+    from query.api import create_app
+    s = get_settings()
+    uvicorn.run(create_app(s), host=args.host or s.api_host, port=args.port or s.api_port, log_level="warning")
+
+
 def cmd_worker(args) -> None:
     from memstream.workers import PROJECTORS, run_worker
     only = tuple(args.only.split(",")) if args.only else PROJECTORS
@@ -179,6 +243,40 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--session", required=True)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_session)
+
+    s = sub.add_parser("recall", help="recall memories for a query (filters, vectors, keywords, graph)")
+    s.add_argument("--user", required=True)
+    s.add_argument("--query", required=True)
+    s.add_argument("--k", type=int, default=10)
+    s.add_argument("--category", action="append", help="any of (repeatable)")
+    s.add_argument("--tag", action="append", help="all of (repeatable)")
+    s.add_argument("--max-age-hours", type=float)
+    s.add_argument("--min-score", type=float)
+    s.add_argument("--no-expand", action="store_true", help="no 1-hop graph expansion")
+    s.add_argument("--after", help="position token of a publish: read your own write")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_recall)
+
+    s = sub.add_parser("profile", help="identity, preferences and policies, by category")
+    s.add_argument("--user", required=True)
+    s.add_argument("--after")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_profile)
+
+    s = sub.add_parser("context", help="assemble prompt context within a token budget")
+    s.add_argument("--user", required=True)
+    s.add_argument("--query", required=True)
+    s.add_argument("--session")
+    s.add_argument("--task")
+    s.add_argument("--budget", type=int, default=1200)
+    s.add_argument("--after")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_context)
+
+    s = sub.add_parser("api", help="serve the HTTP API (OpenAPI at /docs)")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.set_defaults(fn=cmd_api)
 
     s = sub.add_parser("worker", help="run one processor (extractor, memory) or the projectors")
     s.add_argument("name", choices=["extractor", "llm-extractor", "memory", "projectors"])

@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     neo4j_heap: str = Field("512m", description="Neo4j JVM heap (-Xmx).")
     neo4j_pagecache: str = Field("256m", description="Neo4j page cache size.")
 
+    # -- HTTP API -------------------------------------------------------------------------
+    api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")
+    api_port: int = Field(8080, description="Port of `memstream api`.")
+
     # -- privacy ---------------------------------------------------------------------------
     master_keys: SecretStr | None = Field(None, description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
 

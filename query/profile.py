@@ -1,0 +1,28 @@
+"""Profile: who the user is, by category enumeration — never by similarity.
+
+A user's name must never be crowded out by an unrelated query, so the profile lists every
+active identity / preference / policy memory and the key-value table, whatever is asked.
+"""
+from __future__ import annotations
+
+from psycopg.rows import dict_row
+
+from query.store import ReadModels
+
+PROFILE_CATEGORIES = ("identity", "preference", "policy")
+
+
+def profile(models: ReadModels, user: str) -> dict:
+    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(models.q("SELECT memory_id, content, category, importance, created_at FROM {s}.memory_items "
+                             "WHERE user_id = %s AND status = 'active' AND category = ANY(%s) "
+                             "ORDER BY importance DESC, created_at, memory_id"), (user, list(PROFILE_CATEGORIES)))
+        mems = cur.fetchall()
+        cur.execute(models.q("SELECT key, value, version FROM {s}.preferences WHERE user_id = %s ORDER BY key"), (user,))
+        prefs = cur.fetchall()
+    out: dict = {c: [] for c in PROFILE_CATEGORIES}
+    for m in mems:
+        out[m["category"]].append({"memory_id": m["memory_id"], "content": m["content"],
+                                   "importance": m["importance"], "created_at": m["created_at"].isoformat()})
+    out["preferences"] = {p["key"]: {"value": p["value"], "version": p["version"]} for p in prefs}
+    return out

@@ -1,0 +1,88 @@
+"""The HTTP API and the SDK over it, on the real stack (uvicorn in a subprocess)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from memstream.errors import MemstreamError
+from memstream.http_client import AsyncMemoryApi, MemoryApi
+from memstream.workers import worker_command
+from tests.helpers import unique_user
+
+
+@pytest.fixture(scope="module")
+def api_url(settings, pipeline):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = worker_command("x")[:3] + ["api", "--port", str(port)]
+    log = open(settings.stack_dir / "logs" / f"{settings.namespace}-api.log", "ab")
+    proc = subprocess.Popen(cmd, env={**os.environ}, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/openapi.json", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+def test_publish_then_read_your_write_over_http(api_url):
+    api = MemoryApi(api_url)
+    user = unique_user("http")
+    pos = api.record_turn(user, "s1", "user", "我叫李雷，我住在杭州")
+    assert pos["topic"].endswith(".turns") and pos["token"].count(":") == 2
+    hits = api.recall(user, "我住在哪里", k=3, after=pos["token"])
+    assert hits[0]["content"] == "用户住在杭州" and "similarity" in hits[0]["why"]
+    assert api.profile(user, after=pos["token"])["preferences"]["name"]["value"] == "李雷"
+    step = api.record_step(user, "t1", "opened the editor", kind="tool")
+    assert api.task_steps(user, "t1", k=5, after=step["token"])["steps"][0]["content"] == "opened the editor"
+    assert [m["content"] for m in api.session(user, "s1", after=pos["token"])["messages"]] == ["我叫李雷，我住在杭州"]
+    ctx = api.context(user, "where do I live?", session="s1", after=pos["token"], budget=300)
+    assert "用户住在杭州" in ctx["text"] and ctx["slots"]["total"]["budget"] == 300
+    api.close()
+
+
+def test_async_sdk(api_url):
+    async def go():
+        api = AsyncMemoryApi(api_url)
+        user = unique_user("ahttp")
+        pos = await api.record_turn(user, "s", "user", "I like sailing")
+        hits = await api.recall(user, "hobbies", after=pos["token"])
+        await api.aclose()
+        return hits
+    assert [h["content"] for h in asyncio.run(go())] == ["User likes sailing"]
+
+
+@pytest.mark.parametrize("path, body, problem", [
+    ("/v1/recall", {"query": "x"}, "user: Field required"),
+    ("/v1/recall", {"user": "u", "query": "x", "k": 0}, "k: Input should be greater than or equal to 1"),
+    ("/v1/turns", {"user": "u", "session": "s", "role": "robot", "content": "hi"}, "role: Input should be"),
+    ("/v1/turns", {"user": "u", "session": "s", "role": "user", "content": "hi", "at": "2026-01-01T00:00:00"},
+     "at: Input should have timezone info"),
+])
+def test_bad_requests_get_a_400_that_says_what_is_wrong(api_url, path, body, problem):
+    resp = httpx.post(api_url + path, json=body)
+    assert resp.status_code == 400
+    assert any(problem in p for p in resp.json()["problems"]), resp.json()
+
+
+def test_other_4xx_and_the_openapi_document(api_url):
+    resp = httpx.post(api_url + "/v1/context", json={"user": "u", "query": "q", "slot_budgets": {"jokes": 5}})
+    assert resp.status_code == 400 and "jokes" in resp.json()["detail"]
+    resp = httpx.post(api_url + "/v1/recall", json={"user": "u", "query": "q", "after": "garbage"})
+    assert resp.status_code == 400 and "bad position token" in resp.json()["error"]
+    spec = httpx.get(api_url + "/openapi.json").json()
+    assert {"/v1/recall", "/v1/context", "/v1/turns", "/v1/users/{user}/profile"} <= set(spec["paths"])
+    with pytest.raises(MemstreamError, match="HTTP 400"):
+        MemoryApi(api_url).recall("u", "")
