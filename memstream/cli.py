@@ -195,7 +195,10 @@ def cmd_schemas(args) -> None:
 
 def cmd_config(args) -> None:
     from memstream.config import Settings
-    if args.markdown:
+    if args.update_readme:
+        from memstream.readme import README, update
+        print(f"{README}: {'updated' if update() else 'already current'}")
+    elif args.markdown:
         print(Settings.markdown_table())
     else:
         _print(get_settings().masked(), True)
@@ -307,6 +310,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("config", help="print the effective settings (secrets masked)")
     s.add_argument("--markdown", action="store_true", help="every setting with its default, as a table")
+    s.add_argument("--update-readme", action="store_true", help="rewrite README.md's configuration table")
     s.set_defaults(fn=cmd_config)
     return p
 
