@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--fact-share", type=float, default=1.0,
+                    help="share of turns that state a new fact; the rest are assistant replies (timed: fact turns)")
     args = ap.parse_args()
     os.environ["MEMSTREAM_NAMESPACE"] = os.environ.get("MEMSTREAM_NAMESPACE", "bench" + uuid.uuid4().hex[:6])
     from memstream.config import get_settings
@@ -73,6 +75,9 @@ def main() -> None:
             delay = target - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
+            if (i * args.fact_share) % 1 + args.fact_share < 1:  # evenly spread non-fact turns
+                client.record_turn_nowait(f"chat-{i % 50}", "s", "assistant", f"Sure, here is answer {i}.")
+                continue
             user = f"fresh-{uuid.uuid4().hex[:10]}"
             client.keys.key_for_write(user)  # key creation is a one-off per user, not per turn
             t = time.perf_counter()
@@ -87,7 +92,8 @@ def main() -> None:
         stop.set()
         lat = [(seen[u] - sent[u]) * 1000 for u in measured if u in seen]
         missing = len(measured) - len(lat)
-        print(f"freshness publish→preference visible, {args.rate:.0f} turns/s for {args.seconds:.0f}s "
+        print(f"freshness publish→preference visible, {args.rate:.0f} turns/s ({args.fact_share:.0%} with a new fact) "
+              f"for {args.seconds:.0f}s "
               f"({len(lat)} turns, {missing} missing): p50 {percentile(lat, 0.5):.0f} ms, "
               f"p95 {percentile(lat, 0.95):.0f} ms, p99 {percentile(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
     finally:

@@ -9,6 +9,8 @@ from memstream.config import Settings
 from memstream.sdk import MemoryClient
 from memstream.workers import start_pipeline, stop_pipeline
 from projections.queries import memories, preferences
+from query.recall import RecallRequest, recall
+from query.store import ReadModels
 
 CONVERSATION = (
     ("user", "你好！我叫张三，我住在北京。"),
@@ -48,7 +50,16 @@ def run_demo(settings: Settings, timeout: float = 120.0) -> None:
             print(f"  {p['key']:<16} = {p['value']:<10} (version {p['version']})")
         print("memories (pgvector read model):")
         for m in memories(settings, user):
-            print(f"  [{m['category']:<10}] {m['content']}  (importance {m['importance']:.2f})")
+            status = "" if m["status"] == "active" else f"  [{m['status']}: superseded by a newer memory]"
+            print(f"  [{m['category']:<10}] {m['content']}  (importance {m['importance']:.2f}){status}")
+        models = ReadModels(settings, pool_size=2)
+        try:
+            question = "Where does the user live now?"
+            print(f"recall: {question!r}")
+            for h in recall(models, RecallRequest(user, question, k=3)):
+                print(f"  {h.score:.3f}  {h.content}   why: {h.why}")
+        finally:
+            models.close()
         print(f"\nTry: memstream prefs --user {user} --json   |   memstream memories --user {user} --json")
     finally:
         stop_pipeline(procs)
