@@ -138,7 +138,9 @@ class ProjectorRunner:
         idle_since = time.monotonic()
         try:
             while not self.stop_event.is_set():
-                msgs = self._consumer.consume(num_messages=self.batch_size, timeout=0.05)
+                # consume() returns when the batch is full or the timeout ends: a short timeout bounds the
+                # latency a quiet stream adds (freshness), a large batch keeps replays fast.
+                msgs = self._consumer.consume(num_messages=self.batch_size, timeout=0.01)
                 if not msgs:
                     if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
                         return
