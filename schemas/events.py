@@ -10,6 +10,7 @@ Changes are additive; an incompatible change is a new version plus an upcaster
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -183,9 +184,147 @@ class UserErased(EventData):
     reason: str = ""
 
 
+# -- consolidation and forgetting (memory topic) -------------------------------------------
+# Decisions carry absolute values (the new importance, the merged content and embedding), so a
+# projector that applies one twice, or a processor that re-emits one after a crash, changes nothing.
+
+class DecayTicked(EventData):
+    TYPE = "decay.ticked"
+    VERSION = 1
+    DESCRIPTION = ("A periodic tick for one partition of the memory topic (the envelope's user is `system:ticker`): "
+                   "the memory processor owning that partition ages every user of it at the tick's own event time, "
+                   "a slice of users at a time; it continues a tick by publishing one with `after` = the last user done.")
+    partition: int = Field(ge=0)
+    period_s: float = Field(gt=0)
+    after: str | None = None
+
+
+class MemoryDecayed(EventData):
+    TYPE = "memory.decayed"
+    VERSION = 1
+    DESCRIPTION = ("A memory's importance changed by at least the decay threshold: base importance x rate^days since it "
+                   "was created or last re-stated (reinforced, merged), x the idle factor once it sat idle. Absolute.")
+    memory_id: str
+    importance: float = Field(ge=0.0, le=1.0)
+    previous: float = Field(ge=0.0, le=1.0)
+    reason: Literal["decay", "idle", "refresh"]
+    age_days: float = Field(ge=0.0)
+
+
+class MemoryMerged(EventData):
+    TYPE = "memory.merged"
+    VERSION = 1
+    SEALED = frozenset({"content", "tags", "key", "value", "embedding"})
+    DESCRIPTION = ("Consolidation merged two similar memories (cosine in the merge band): `memory_id` (the one with "
+                   "the higher importance) takes the merged content, embedding and importance; `retired_id` is retired. "
+                   "Provenance: both parents and their facts.")
+    memory_id: str
+    retired_id: str
+    parent_ids: list[str]
+    fact_ids: list[str]
+    similarity: float
+    importance: float = Field(ge=0.0, le=1.0)
+    category: Category
+    slot_hint: str | None = None
+    access_count: int = Field(ge=0)
+    key: str | None = None
+    value: str | None = None
+    content: str = Field(min_length=1)
+    tags: list[str] = []
+    embedding: list[float]
+
+
+class MemoryDeduped(EventData):
+    TYPE = "memory.deduped"
+    VERSION = 1
+    SEALED = frozenset({"tags"})
+    DESCRIPTION = ("Consolidation found two memories at or above the dedup threshold: `memory_id` (higher importance) "
+                   "is kept with its content, `retired_id` is retired into it.")
+    memory_id: str
+    retired_id: str
+    fact_ids: list[str]
+    similarity: float
+    importance: float = Field(ge=0.0, le=1.0)
+    category: Category
+    access_count: int = Field(ge=0)
+    tags: list[str] = []
+
+
+class MemoryExpired(EventData):
+    TYPE = "memory.expired"
+    VERSION = 1
+    DESCRIPTION = ("A memory expired: older than the TTL with importance below the minimum (`ttl`), or idle past the "
+                   "last step of progressive forgetting (`idle`). Never one with graph in-degree at the protection level.")
+    memory_id: str
+    reason: Literal["ttl", "idle"]
+    importance: float = Field(ge=0.0, le=1.0)
+    age_days: float = Field(ge=0.0)
+    idle_days: float = Field(ge=0.0)
+    in_degree: int = Field(ge=0)
+
+
+class MemorySummarized(EventData):
+    TYPE = "memory.summarized"
+    VERSION = 1
+    SEALED = frozenset({"content"})
+    DESCRIPTION = "Progressive forgetting shortened an idle memory's content (extractive: first clause, truncated)."
+    memory_id: str
+    content: str = Field(min_length=1)
+    idle_days: float = Field(ge=0.0)
+
+
+class MemoryRecalled(EventData):
+    TYPE = "memory.recalled"
+    VERSION = 1
+    DESCRIPTION = ("One recall call returned these memories to the user (published by the query side, one event per "
+                   "call): the memory processor refreshes their access count and last access.")
+    memory_ids: list[str]
+    source: str = "api"
+
+
+class MemoryForgotten(EventData):
+    TYPE = "memory.forgotten"
+    VERSION = 1
+    DESCRIPTION = ("A memory was deleted on request (hard delete): every projection drops it and the memories merged "
+                   "or deduped into it (`memory_ids`, resolved once by whoever asked), the audit index keeps only this "
+                   "record. Its events stay in the log.")
+    memory_id: str
+    memory_ids: list[str] = Field(min_length=1)
+    requested_by: str = "operator"
+    reason: str = ""
+
+
+class UserForgotten(EventData):
+    TYPE = "user.forgotten"
+    VERSION = 1
+    DESCRIPTION = ("Everything memory learned about the user was deleted on request: memories, preferences, graph, "
+                   "processor state. Unlike user.erased the data key stays: short-term windows and task buffers remain, "
+                   "and new turns build new memory.")
+    requested_by: str = "operator"
+    reason: str = ""
+
+
+class SessionSummarized(EventData):
+    TYPE = "session.summarized"
+    VERSION = 1
+    SEALED = frozenset({"summary"})
+    DESCRIPTION = ("The messages that fell out of a session's short-term window (MaxTurns x 2), folded into a rolling "
+                   "summary (LLM channel when configured, else extractive). Absolute: the whole summary so far.")
+    session: str = Field(min_length=1)
+    summary: str = Field(min_length=1)
+    summary_version: int = Field(ge=1)
+    message_count: int = Field(ge=1)
+    through_time: datetime
+    through_event_id: str
+    channel: Channel
+    model: str | None = None
+
+
 ALL_EVENTS: tuple[type[EventData], ...] = (
     TurnRecordedV1, TurnRecorded, TaskStarted, StepObserved, TaskFinished,
     FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
+    DecayTicked, MemoryDecayed, MemoryMerged, MemoryDeduped, MemoryExpired, MemorySummarized, MemoryRecalled,
+    MemoryForgotten, UserForgotten, SessionSummarized,
 )
 REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}
 LATEST: dict[str, type[EventData]] = {}

@@ -9,15 +9,23 @@ this again (law 2). Two kinds of determinism matter:
 
 State is bounded per user: the `recent_window` most recently touched memories (with their
 embeddings, for dedup and SIMILAR_TO), the current preference versions, and the decisions of
-the last APPLIED_WINDOW facts.
+the last APPLIED_WINDOW facts. Every live memory also has a compact ledger entry (no vector;
+memstream/domain/ledger.py), kept beside the state in buckets, for decay, expiry and forgetting.
+
+Every `consolidate_every` stores, the fact that completes the count also runs consolidation
+(memstream/domain/consolidation.py): merge/dedup over the working set, decay, expiry and
+progressive forgetting, all decided at the user's clock (the newest event time seen), never the
+wall clock.
 """
 from __future__ import annotations
 
 import base64
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from memstream.domain.ledger import Entry, Ledger, add_capped
 from schemas.events import (LATEST, EventData, FactExtracted, MemoryCreated, MemoryLinked, MemoryReinforced,
                             MemorySuperseded, PreferenceSet)
 
@@ -26,15 +34,39 @@ APPLIED_WINDOW = 32  # facts whose decisions are kept for crash re-delivery; cov
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """Thresholds calibrated for the default embedder (docs/calibration.md)."""
+    """Thresholds calibrated for the default embedder (docs/calibration.md).
+
+    Consolidation is off (consolidate_every = 0) unless asked for; `from_settings` wires the
+    configured values (default: every 5 stores).
+    """
     dedup_threshold: float = 0.98
     link_threshold: float = 0.91
     recent_window: int = 50
     link_max: int = 3
+    merge_threshold: float = 0.95
+    consolidate_every: int = 0
+    sweep_max: int = 2000
+    decay_rate: float = 0.995
+    decay_min_change: float = 0.01
+    expire_ttl_days: float = 30.0
+    expire_min_importance: float = 0.3
+    protect_in_degree: int = 3
+    idle_lower_days: float = 14.0
+    idle_factor: float = 0.5
+    idle_summarize_days: float = 30.0
+    idle_expire_days: float = 60.0
+    summary_chars: int = 40
 
     @classmethod
     def from_settings(cls, settings) -> "Rules":
-        return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window, settings.link_max)
+        return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window, settings.link_max,
+                   merge_threshold=settings.merge_threshold, consolidate_every=settings.consolidation_every,
+                   sweep_max=settings.consolidation_sweep_max, decay_rate=settings.decay_rate,
+                   decay_min_change=settings.decay_min_change, expire_ttl_days=settings.expire_ttl_days,
+                   expire_min_importance=settings.expire_min_importance,
+                   protect_in_degree=settings.expire_protect_in_degree, idle_lower_days=settings.idle_lower_days,
+                   idle_factor=settings.idle_factor, idle_summarize_days=settings.idle_summarize_days,
+                   idle_expire_days=settings.idle_expire_days, summary_chars=settings.memory_summary_chars)
 
 
 @dataclass(slots=True)
@@ -72,19 +104,28 @@ class UserState:
     recent: list[Recent] = field(default_factory=list)  # oldest first
     last_memory_id: str | None = None
     applied: dict[str, list[tuple[str, str, dict]]] = field(default_factory=dict)
+    clock: float = 0.0          # the user's clock: newest event time seen (epoch s); decisions never go back in time
+    stores: int = 0             # stores since the last consolidation
+    dirty: list[str] = field(default_factory=list)  # memories created/reinforced/merged since the last consolidation
+    cursor: int = 0             # ledger bucket the next store-triggered sweep starts at
+    # Not part of to_dict: the processor stores the ledger's buckets separately (see ledger.py).
+    ledger: Ledger = field(default_factory=Ledger)
 
     def to_dict(self) -> dict:
         return {"prefs": {k: [p.version, p.value, p.event_id, p.memory_id] for k, p in self.prefs.items()},
                 "recent": [r.to_list() for r in self.recent],
                 "last": self.last_memory_id,
-                "applied": self.applied}
+                "applied": self.applied,
+                "clock": self.clock, "stores": self.stores, "dirty": self.dirty, "cursor": self.cursor}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "UserState":
+    def from_dict(cls, d: dict, ledger: Ledger | None = None) -> "UserState":
         return cls(prefs={k: PrefState(*v) for k, v in d.get("prefs", {}).items()},
                    recent=[Recent.from_list(x) for x in d.get("recent", [])],
                    last_memory_id=d.get("last"),
-                   applied={k: [tuple(x) for x in v] for k, v in d.get("applied", {}).items()})
+                   applied={k: [tuple(x) for x in v] for k, v in d.get("applied", {}).items()},
+                   clock=d.get("clock", 0.0), stores=d.get("stores", 0), dirty=list(d.get("dirty", [])),
+                   cursor=d.get("cursor", 0), ledger=ledger if ledger is not None else Ledger())
 
     def __eq__(self, other) -> bool:
         return isinstance(other, UserState) and self.to_dict() == other.to_dict()
@@ -94,6 +135,15 @@ class UserState:
 class Decision:
     tag: str          # the derived event id is derived_id(fact event id, tag)
     data: EventData
+    at: float | None = None  # event time (epoch s) when it is not the cause's own time (consolidation: the user's clock)
+
+
+def time_of(event_id: str) -> float:
+    """Event time encoded in a UUIDv7 / derived UUIDv8 id (its 48-bit millisecond prefix); 0 if none."""
+    try:
+        return (uuid.UUID(event_id).int >> 80) / 1000.0
+    except ValueError:
+        return 0.0
 
 
 def pref_event_tag(key: str, version: int) -> str:
@@ -111,14 +161,20 @@ def _compatible(fact: FactExtracted, r: Recent) -> bool:
     return fact.key == r.key and fact.value == r.value
 
 
-def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) -> tuple[UserState, list[Decision]]:
+def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for,
+           at: float | None = None, consolidate: bool = True) -> tuple[UserState, list[Decision]]:
     """Decide what one fact does to the user's memory.
 
     `event_id_for(tag)` is the id the processor will stamp on the decision with that tag, so a
-    new preference version can name the event it supersedes.
+    new preference version can name the event it supersedes. `at` is the fact's event time
+    (epoch s; default: the time in its id). With consolidate=False a due consolidation is left to
+    the caller (`consolidation_due`): the processor publishes the fact's own decisions first.
     """
     if fact.fact_id in state.applied:
         return state, _redo(state.applied[fact.fact_id], fact)
+    t = at if at is not None else time_of(fact.fact_id)
+    state.clock = now = max(state.clock, t)
+    ledger = state.ledger
 
     vec = np.asarray(fact.embedding, dtype=np.float32)
     sims = (np.stack([r.vec for r in state.recent]) @ vec) if state.recent else np.zeros(0, dtype=np.float32)
@@ -150,6 +206,16 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) ->
         target.key = target.key or fact.key
         target.value = target.value if target.value is not None else fact.value
         target.access_count += 1
+        # The ledger: a reinforcement re-states the memory, so it decays from now at its new
+        # importance and is no longer idle (a memory from before the ledger existed joins it here).
+        entry = ledger.edit(target.memory_id)
+        if entry is None:
+            entry = Entry(fact.content, target.importance, now, now, target.importance, now, facts=[target.memory_id])
+            ledger.put(target.memory_id, entry)
+        entry.base = entry.importance = target.importance
+        entry.anchor = entry.last_access = now
+        entry.access = target.access_count
+        entry.stage = 0
         state.recent.remove(target)
         state.recent.append(target)  # most recently touched goes last
         decisions.append(Decision("memory.reinforced", MemoryReinforced(
@@ -159,16 +225,27 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) ->
         memory_id = target.memory_id
     else:
         # 2b. Create, link FOLLOWS from the previous memory and SIMILAR_TO to close recent ones.
+        #     The ledger counts every edge at both ends: in-degree protects from expiry.
         memory_id = fact.fact_id
         decisions.append(Decision("memory.created", _created(fact)))
+        entry = Entry(fact.content, fact.importance, t, t, fact.importance, t, facts=[fact.fact_id])
         if state.last_memory_id is not None:
             decisions.append(Decision(f"linked:FOLLOWS:{state.last_memory_id}", MemoryLinked(
                 from_id=state.last_memory_id, to_id=memory_id, kind="FOLLOWS")))
+            add_capped(entry.inc, state.last_memory_id)
+            previous = ledger.edit(state.last_memory_id)
+            if previous is not None:
+                add_capped(previous.out, memory_id)
         close = [i for i in np.argsort(-sims, kind="stable") if sims[i] >= rules.link_threshold][: rules.link_max]
         for i in sorted(close):  # log order: oldest first
             r = state.recent[i]
             decisions.append(Decision(f"linked:SIMILAR_TO:{r.memory_id}", MemoryLinked(
                 from_id=memory_id, to_id=r.memory_id, kind="SIMILAR_TO", weight=round(float(sims[i]), 4))))
+            add_capped(entry.out, r.memory_id)
+            similar = ledger.edit(r.memory_id)
+            if similar is not None:
+                add_capped(similar.inc, memory_id)
+        ledger.put(memory_id, entry)
         state.recent.append(Recent(memory_id, vec, fact.importance, fact.category, fact.slot_hint,
                                    list(fact.tags), fact.key, fact.value))
         del state.recent[:-rules.recent_window]
@@ -186,6 +263,10 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) ->
                     memory_id=current.memory_id, superseded_by=memory_id,
                     reason=f"new value for {fact.key}")))
                 state.recent = [r for r in state.recent if r.memory_id != current.memory_id]
+                # An outdated memory leaves the working set: it is history, never decayed or expired.
+                ledger.pop(current.memory_id)
+                if current.memory_id in state.dirty:
+                    state.dirty.remove(current.memory_id)
             decisions.append(Decision(tag, PreferenceSet(
                 key=fact.key, value=fact.value, pref_version=version,
                 supersedes=None if current is None else current.event_id,
@@ -193,10 +274,26 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for) ->
             state.prefs[fact.key] = PrefState(version, fact.value, event_id_for(tag), memory_id)
 
     # 4. Remember the decisions for crash re-delivery (embeddings are re-read from the fact).
+    #    Consolidation's decisions are not kept: once the state is saved they are in the log.
     state.applied[fact.fact_id] = [(d.tag, d.data.TYPE, d.data.model_dump(exclude={"embedding"})) for d in decisions]
     while len(state.applied) > APPLIED_WINDOW:
         state.applied.pop(next(iter(state.applied)))
+
+    # 5. Every `consolidate_every` stores: consolidation, at the user's clock.
+    if memory_id in state.dirty:
+        state.dirty.remove(memory_id)
+    state.dirty.append(memory_id)
+    del state.dirty[:-rules.recent_window]
+    state.stores += 1
+    if consolidate and consolidation_due(state, rules):
+        from memstream.domain.consolidation import consolidate as run_consolidation
+        decisions += run_consolidation(state, rules, now)
     return state, decisions
+
+
+def consolidation_due(state: UserState, rules: Rules) -> bool:
+    """Every `consolidate_every` stores (0: never)."""
+    return bool(rules.consolidate_every) and state.stores >= rules.consolidate_every
 
 
 def _created(fact: FactExtracted) -> MemoryCreated:

@@ -1,0 +1,289 @@
+"""Consolidation and forgetting: pure decisions over one user's state, in event time.
+
+Run by the memory processor every `consolidate_every` stores (after the fact that completes the
+count, at the user's clock) and for every `decay.ticked` (at the tick's time, so idle users age
+too). Each decision is an event with absolute values; replay applies the events and never calls
+this again.
+
+1. Merge / dedup over the working set. Only memories touched since the last consolidation (the
+   `dirty` list: created, reinforced or merged) are compared, against the recent window (at most
+   `recent_window` memories with embeddings): a T x W matrix product, T <= W = 50. Each step
+   retires one memory, so a consolidation takes at most W steps: O(W^2 * d) in the worst case,
+   whatever the user's total (1,000 or 10,000 memories cost the same). Pairs are taken best first;
+   a merged memory is compared again with its new embedding (a merge can make a dedup).
+   - cosine >= dedup threshold: `memory.deduped`, the higher importance kept, the other retired;
+   - merge band [merge, dedup): `memory.merged` into the higher importance: importance max,
+     content the longer if one contains the other else both joined with "；", embedding weighted
+     by importance and re-normalised, access refreshed, both parents and their facts kept;
+   - keyed memories with a different key or value never dedup or merge (docs/calibration.md).
+2. Aging (decay, progressive forgetting, expiry) over the ledger: O(1) arithmetic per memory, no
+   vectors. A store-triggered consolidation ages at most `sweep_max` memories, round-robin over the
+   ledger's buckets (a 10,000-memory user is fully aged every ~5 consolidations); a tick ages all.
+   - decay: importance = base x rate^(days since creation or last re-statement), recomputed from
+     the base (never compounded), published only when it moved by >= decay_min_change;
+   - progressive forgetting of memories not accessed (reinforced, merged, recalled) for a while:
+     weight lowered (x idle_factor, `memory.decayed` reason "idle") -> content summarised
+     (`memory.summarized`) -> expired (`memory.expired` reason "idle"); an access undoes step 1;
+   - expiry: older than the TTL AND importance below the minimum -> `memory.expired` ("ttl");
+     a memory with graph in-degree >= protect_in_degree never expires (the ledger counts the
+     FOLLOWS/SIMILAR_TO edges the processor itself decided).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from memstream.domain.ledger import BUCKETS, FACTS_CAP, Entry
+from memstream.domain.memory_rules import Decision, PrefState, Recent, Rules, UserState
+from schemas.events import MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemorySummarized
+
+DAY = 86400.0
+_EPS = 1e-9
+FORGOTTEN_VALUE = "\x00forgotten"  # a preference whose memory was forgotten: any new value is a new version
+_CLAUSE_END = re.compile(r"[。！？!?；;，,\n]|\.(?:\s|$)")
+
+
+def consolidate(state: UserState, rules: Rules, now: float, full: bool = False) -> list[Decision]:
+    """Merge/dedup the touched memories, then age the ledger (all of it when `full`, e.g. a tick)."""
+    decisions = merge_and_dedup(state, rules, now)
+    decisions += age(state, rules, now, full)
+    state.stores = 0
+    state.dirty = []
+    return decisions
+
+
+# -- 1. merge and dedup -------------------------------------------------------------------------
+
+def compatible(a: Recent, b: Recent) -> bool:
+    """The key guard: keyed memories must agree on key and value to be the same memory."""
+    if a.key is None or b.key is None:
+        return True
+    return a.key == b.key and a.value == b.value
+
+
+def merge_content(base: str, other: str) -> str:
+    """The longer if one contains the other, else both joined with "；" (base first)."""
+    if other in base:
+        return base
+    if base in other:
+        return other
+    return f"{base}；{other}"
+
+
+def merged_vector(a: np.ndarray, wa: float, b: np.ndarray, wb: float) -> np.ndarray:
+    """Importance-weighted mean, re-normalised (equal weights when both are 0)."""
+    if wa + wb <= 0:
+        wa = wb = 1.0
+    v = wa * a.astype(np.float64) + wb * b.astype(np.float64)
+    n = np.linalg.norm(v)
+    return (v / n if n > 0 else a.astype(np.float64)).astype(np.float32)
+
+
+def _best_pair(state: UserState, rules: Rules, dirty: set[str]) -> tuple[float, int, int] | None:
+    rows = [i for i, r in enumerate(state.recent) if r.memory_id in dirty]
+    if not rows or len(state.recent) < 2:
+        return None
+    vecs = np.stack([r.vec for r in state.recent])
+    sims = vecs[rows] @ vecs.T                      # T x W: the only similarity work there is
+    best: tuple[float, int, int] | None = None
+    for n, i in enumerate(rows):
+        for j in np.argsort(-sims[n], kind="stable"):
+            s = float(sims[n, j])
+            if s < rules.merge_threshold:
+                break
+            if j == i or not compatible(state.recent[i], state.recent[j]):
+                continue
+            if state.ledger.get(state.recent[i].memory_id) is None or state.ledger.get(state.recent[j].memory_id) is None:
+                continue  # not a live memory (e.g. state older than the ledger): never merged blind
+            pair = (s, min(i, j), max(i, j))
+            if best is None or (pair[0], -pair[1], -pair[2]) > (best[0], -best[1], -best[2]):
+                best = pair
+            break  # the best compatible partner of row i
+    return best
+
+
+def merge_and_dedup(state: UserState, rules: Rules, now: float) -> list[Decision]:
+    if not state.dirty or rules.merge_threshold > rules.dedup_threshold:
+        return []
+    ledger = state.ledger
+    dirty = set(state.dirty)
+    decisions: list[Decision] = []
+    for _ in range(len(state.recent)):  # each step retires one memory: bounded by the window
+        best = _best_pair(state, rules, dirty)
+        if best is None:
+            break
+        sim, i, j = best
+        a, b = state.recent[i], state.recent[j]
+        ea, eb = ledger.get(a.memory_id), ledger.get(b.memory_id)
+        # The higher importance survives; ties: the older, then the smaller id (deterministic).
+        if (-eb.importance, eb.created, b.memory_id) < (-ea.importance, ea.created, a.memory_id):
+            a, b, ea, eb = b, a, eb, ea
+        keep, gone, eg = a, b, eb
+        ek = ledger.edit(keep.memory_id)
+        weights = (ek.importance, eg.importance)
+        facts = (ek.facts + [f for f in eg.facts if f not in ek.facts])[:FACTS_CAP]
+        keep.tags = keep.tags + [t for t in gone.tags if t not in keep.tags]
+        if keep.category == "general" and gone.category != "general":
+            keep.category = gone.category
+        keep.slot_hint = keep.slot_hint or gone.slot_hint
+        if keep.key is None and gone.key is not None:
+            keep.key, keep.value = gone.key, gone.value
+        keep.importance = ek.importance = max(weights)
+        keep.access_count = ek.access = ek.access + eg.access
+        ek.facts = facts
+        if sim >= rules.dedup_threshold:
+            # Dedup: the kept memory's content and embedding stand; nothing was accessed.
+            ek.last_access = max(ek.last_access, eg.last_access)
+            tag = f"deduped:{keep.memory_id}:{gone.memory_id}"
+            data = MemoryDeduped(memory_id=keep.memory_id, retired_id=gone.memory_id, fact_ids=facts,
+                                 similarity=round(sim, 4), importance=keep.importance, category=keep.category,
+                                 access_count=keep.access_count, tags=keep.tags)
+        else:
+            # Merge: new content and embedding; the merged memory is re-stated now (access refreshed).
+            keep.vec = merged_vector(keep.vec, weights[0], gone.vec, weights[1])
+            ek.content = merge_content(ek.content, eg.content)
+            ek.base = keep.importance
+            ek.anchor = ek.last_access = now
+            ek.stage = 0
+            tag = f"merged:{keep.memory_id}:{gone.memory_id}"
+            data = MemoryMerged(memory_id=keep.memory_id, retired_id=gone.memory_id,
+                                parent_ids=[keep.memory_id, gone.memory_id], fact_ids=facts, similarity=round(sim, 4),
+                                importance=keep.importance, category=keep.category, slot_hint=keep.slot_hint,
+                                access_count=keep.access_count, key=keep.key, value=keep.value, content=ek.content,
+                                tags=keep.tags, embedding=keep.vec.tolist())
+            dirty.add(keep.memory_id)  # compared again with its new embedding
+        decisions.append(Decision(tag, data, now))
+        _retire(state, gone.memory_id)
+        dirty.discard(gone.memory_id)
+        for pref in state.prefs.values():  # a preference held by the retired memory is now held by the kept one
+            if pref.memory_id == gone.memory_id:
+                pref.memory_id = keep.memory_id
+    return decisions
+
+
+# -- 2. aging: decay, progressive forgetting, expiry ---------------------------------------------
+
+def summarize_content(text: str, max_chars: int) -> str:
+    """Extractive: the first clause, truncated to max_chars (with "…")."""
+    text = " ".join(text.split())
+    m = _CLAUSE_END.search(text)
+    first = text[: m.start()].strip() if m and m.start() > 0 else text
+    if len(first) > max_chars:
+        first = first[: max_chars - 1].rstrip() + "…"
+    return first or text[:max_chars] or "…"
+
+
+def effective_importance(e: Entry, rules: Rules, now: float) -> float:
+    """base x rate^days since the anchor (x idle factor once lowered): from the base, never compounded."""
+    days = max(0.0, (now - e.anchor) / DAY)
+    factor = rules.idle_factor if e.stage >= 1 else 1.0
+    return round(min(1.0, max(0.0, e.base * rules.decay_rate ** days * factor)), 4)
+
+
+def age(state: UserState, rules: Rules, now: float, full: bool = False) -> list[Decision]:
+    ledger = state.ledger
+    window = {r.memory_id: r for r in state.recent}
+    decisions: list[Decision] = []
+    start = 0 if full else state.cursor % BUCKETS
+    seen = 0
+    for k in range(BUCKETS):
+        b = (start + k) % BUCKETS
+        bucket = ledger.bucket(b)
+        seen += len(bucket)
+        for mid in sorted(bucket):
+            decisions += _age_one(state, rules, now, mid, bucket[mid], window)
+        if not full and seen >= rules.sweep_max:
+            state.cursor = (b + 1) % BUCKETS
+            break
+    return decisions
+
+
+def _age_one(state: UserState, rules: Rules, now: float, mid: str, e: Entry, window: dict[str, Recent]) -> list[Decision]:
+    ledger = state.ledger
+    idle = max(0.0, (now - e.last_access) / DAY)
+    age_days = max(0.0, (now - e.created) / DAY)
+    out: list[Decision] = []
+    lowered = False
+    if e.stage == 0 and rules.idle_lower_days > 0 and idle >= rules.idle_lower_days:
+        e.stage = lowered = 1
+        ledger.edit(mid)
+    imp = effective_importance(e, rules, now)
+    if abs(imp - e.importance) + _EPS >= rules.decay_min_change or (lowered and imp != e.importance):
+        reason = "idle" if lowered else ("refresh" if imp > e.importance else "decay")
+        out.append(Decision(f"decayed:{mid}", MemoryDecayed(memory_id=mid, importance=imp, previous=e.importance,
+                                                            reason=reason, age_days=round(age_days, 4)), now))
+        e.importance = imp
+        ledger.edit(mid)
+        if mid in window:
+            window[mid].importance = imp
+    if e.stage == 1 and rules.idle_summarize_days > 0 and idle >= rules.idle_summarize_days:
+        e.stage = 2
+        e.content = summarize_content(e.content, rules.summary_chars)
+        ledger.edit(mid)
+        out.append(Decision(f"summarized:{mid}", MemorySummarized(memory_id=mid, content=e.content,
+                                                                  idle_days=round(idle, 4)), now))
+    reason = None
+    if age_days > rules.expire_ttl_days and e.importance < rules.expire_min_importance:
+        reason = "ttl"
+    elif e.stage >= 2 and rules.idle_expire_days > 0 and idle >= rules.idle_expire_days:
+        reason = "idle"
+    if reason is not None and e.in_degree < rules.protect_in_degree:
+        out.append(Decision(f"expired:{mid}", MemoryExpired(memory_id=mid, reason=reason, importance=e.importance,
+                                                            age_days=round(age_days, 4), idle_days=round(idle, 4),
+                                                            in_degree=e.in_degree), now))
+        _retire(state, mid)
+    return out
+
+
+def _retire(state: UserState, memory_id: str) -> None:
+    """A memory leaves the working set (merged, deduped, expired): window and ledger.
+
+    Its graph edges stay (the node stays in Neo4j, with a status), so the in-degree it gave
+    others stands.
+    """
+    state.recent = [r for r in state.recent if r.memory_id != memory_id]
+    state.ledger.pop(memory_id)
+    if memory_id in state.dirty:
+        state.dirty.remove(memory_id)
+
+
+# -- access and explicit forgetting ---------------------------------------------------------------
+
+def recalled(state: UserState, memory_ids: list[str], at: float) -> int:
+    """A recall returned these memories: access refreshed (count, last access); step 1 of
+    progressive forgetting is undone (the next aging restores the weight). Returns how many were live."""
+    state.clock = max(state.clock, at)
+    n = 0
+    for mid in dict.fromkeys(memory_ids):
+        e = state.ledger.edit(mid)
+        if e is None:
+            continue
+        n += 1
+        e.recalls += 1
+        e.last_access = max(e.last_access, at)
+        if e.stage == 1:
+            e.stage = 0
+    return n
+
+
+def forget(state: UserState, memory_id: str) -> bool:
+    """A memory was deleted on request. Neo4j DETACH DELETEs its node, so the edges it started no
+    longer count towards anyone's in-degree; a preference it held is gone from the KV table, so the
+    next fact for that key starts a new version. Returns whether it was known."""
+    e = state.ledger.pop(memory_id)
+    if e is not None:
+        for target in e.out:
+            t = state.ledger.edit(target)
+            if t is not None and memory_id in t.inc:
+                t.inc.remove(memory_id)
+    known = e is not None or any(r.memory_id == memory_id for r in state.recent)
+    state.recent = [r for r in state.recent if r.memory_id != memory_id]
+    if memory_id in state.dirty:
+        state.dirty.remove(memory_id)
+    if state.last_memory_id == memory_id:
+        state.last_memory_id = None  # no FOLLOWS edge from a node that no longer exists
+    for key, pref in list(state.prefs.items()):
+        if pref.memory_id == memory_id:
+            state.prefs[key] = PrefState(pref.version, FORGOTTEN_VALUE, pref.event_id, None)
+    return known

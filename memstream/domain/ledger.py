@@ -1,0 +1,125 @@
+"""The memory ledger: one compact entry per live memory of a user, for decay, expiry and forgetting.
+
+The processor's recent window holds at most `recent_window` memories (with embeddings, for dedup,
+merge and links). Decay and expiry concern *every* live memory, so each one also has a ledger
+entry: its content (for summaries and merges), base importance and the time it decays from,
+creation and last access times (event time), counters, its forgetting stage, and its incoming and
+outgoing FOLLOWS/SIMILAR_TO edges (the graph in-degree that protects it from expiry, known from the
+processor's own decisions, never from Neo4j). No vectors: ~150 bytes a memory.
+
+The ledger is split into BUCKETS buckets by a stable hash of the memory id, stored as separate
+(sealed) values of the processor's ledger table, so a decision rewrites only the buckets it
+touched: a store touches 1-5 buckets whatever the user's size, and no single value grows past
+~1/64 of the user's memories (a 10,000-memory user: ~25 KB a bucket, far below Kafka's message limit).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+BUCKETS = 64
+EDGE_CAP = 8    # incoming edges remembered per memory: enough to know in-degree >= any sane protection level
+FACTS_CAP = 32  # provenance fact ids remembered per memory (merges append their parents')
+
+
+def bucket_of(memory_id: str) -> int:
+    """Stable across processes and versions (not Python's salted hash)."""
+    return int.from_bytes(hashlib.blake2b(memory_id.encode(), digest_size=4).digest(), "big") % BUCKETS
+
+
+def add_capped(items: list[str], item: str, cap: int = EDGE_CAP) -> None:
+    if item not in items and len(items) < cap:
+        items.append(item)
+
+
+@dataclass(slots=True)
+class Entry:
+    content: str
+    base: float            # importance when last (re)stated: creation, reinforcement, merge
+    anchor: float          # epoch seconds (event time) it decays from
+    created: float         # epoch seconds (event time) of creation; age for the TTL
+    importance: float      # as last published (created/reinforced/decayed/merged)
+    last_access: float     # epoch seconds: creation, reinforcement, merge or recall
+    access: int = 0        # access_count as published (reinforcements, merges)
+    recalls: int = 0       # times returned by recall (memory.recalled)
+    stage: int = 0         # progressive forgetting: 0 active, 1 weight lowered, 2 summarised
+    inc: list[str] = field(default_factory=list)    # sources of incoming FOLLOWS/SIMILAR_TO edges
+    out: list[str] = field(default_factory=list)    # targets of outgoing FOLLOWS/SIMILAR_TO edges
+    facts: list[str] = field(default_factory=list)  # provenance: the facts this memory was built from
+
+    def to_list(self) -> list:
+        return [self.content, self.base, self.anchor, self.created, self.importance, self.last_access, self.access,
+                self.recalls, self.stage, self.inc, self.out, self.facts]
+
+    @classmethod
+    def from_list(cls, x: list) -> "Entry":
+        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]))
+
+    @property
+    def in_degree(self) -> int:
+        return len(self.inc)
+
+
+class Ledger:
+    """A user's ledger, loaded bucket by bucket on demand; `dirty` names the buckets to write back.
+
+    `load(bucket)` returns the stored {memory_id: entry list} or None; without it the ledger is
+    purely in memory (tests, benchmarks).
+    """
+
+    def __init__(self, load: Callable[[int], dict | None] | None = None):
+        self._load = load
+        self._buckets: dict[int, dict[str, Entry]] = {}
+        self.dirty: set[int] = set()
+
+    def bucket(self, b: int) -> dict[str, Entry]:
+        got = self._buckets.get(b)
+        if got is None:
+            raw = self._load(b) if self._load is not None else None
+            got = self._buckets[b] = {k: Entry.from_list(v) for k, v in (raw or {}).items()}
+        return got
+
+    def get(self, memory_id: str) -> Entry | None:
+        return self.bucket(bucket_of(memory_id)).get(memory_id)
+
+    def edit(self, memory_id: str) -> Entry | None:
+        """The entry, marked to be written back (callers mutate it in place)."""
+        b = bucket_of(memory_id)
+        entry = self.bucket(b).get(memory_id)
+        if entry is not None:
+            self.dirty.add(b)
+        return entry
+
+    def put(self, memory_id: str, entry: Entry) -> None:
+        b = bucket_of(memory_id)
+        self.bucket(b)[memory_id] = entry
+        self.dirty.add(b)
+
+    def pop(self, memory_id: str) -> Entry | None:
+        b = bucket_of(memory_id)
+        entry = self.bucket(b).pop(memory_id, None)
+        if entry is not None:
+            self.dirty.add(b)
+        return entry
+
+    def items(self) -> Iterator[tuple[str, Entry]]:
+        """Every entry (loads every bucket), in bucket then id order: deterministic."""
+        for b in range(BUCKETS):
+            bucket = self.bucket(b)
+            for mid in sorted(bucket):
+                yield mid, bucket[mid]
+
+    def __len__(self) -> int:
+        return sum(len(self.bucket(b)) for b in range(BUCKETS))
+
+    def dump(self, b: int) -> dict[str, list]:
+        return {k: e.to_list() for k, e in self.bucket(b).items()}
+
+    def to_dict(self) -> dict[str, dict]:
+        """Every non-empty bucket (for tests and benchmarks; the processor stores buckets one by one)."""
+        return {str(b): self.dump(b) for b in range(BUCKETS) if self.bucket(b)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, dict]) -> "Ledger":
+        return cls(lambda b: d.get(str(b)))
