@@ -60,12 +60,25 @@ def cmd_publish(args) -> None:
 
 def cmd_prefs(args) -> None:
     from projections.queries import preferences
+    if args.as_of:  # time travel: replay/timetravel.py
+        from replay.timetravel import preferences_as_of
+        _print(preferences_as_of(get_settings(), args.user, _as_of(args)), args.json)
+        return
     _print(preferences(get_settings(), args.user), args.json)
 
 
 def cmd_memories(args) -> None:
     from projections.queries import memories
+    if args.as_of:
+        from replay.timetravel import memories_as_of
+        _print(memories_as_of(get_settings(), args.user, _as_of(args), limit=args.limit), args.json)
+        return
     _print(memories(get_settings(), args.user, args.limit), args.json)
+
+
+def _as_of(args) -> datetime:
+    from replay.cli import parse_time
+    return parse_time(args.as_of, "--as-of")
 
 
 def cmd_steps(args) -> None:
@@ -95,15 +108,32 @@ def cmd_recall(args) -> None:
     models = _models()
     try:
         _wait(models, args.after, RECALL_READS)
-        hits = recall(models, RecallRequest(args.user, args.query, args.k, args.category, args.tag,
-                                            args.max_age_hours, args.min_score, not args.no_expand))
+        req = RecallRequest(args.user, args.query, args.k, args.category, args.tag,
+                            args.max_age_hours, args.min_score, not args.no_expand)
+        if args.as_of:  # what memory held then; reading the past is not a use, so nothing is published
+            from replay.timetravel import recall_as_of
+            hits = recall_as_of(models, req, _as_of(args))
+        else:
+            hits = recall(models, req)
     finally:
         models.close()
+    if not args.as_of:
+        _published_recall(args.user, hits)
     if args.json:
         _print([h.as_dict() for h in hits], True)
     else:
         for h in hits:
             print(f"{h.score:.3f}  [{h.category}] {h.content}  {h.why}")
+
+
+def _published_recall(user: str, hits) -> None:
+    """One memory.recalled per recall call: the memory processor refreshes access from it."""
+    from query.recall import recalled_event
+    event = recalled_event(hits, "cli")
+    if event is not None:
+        from memstream.sdk import MemoryClient
+        with MemoryClient(get_settings()) as client:
+            client.publish_nowait("memory", event, user=user).result(timeout=30)
 
 
 def cmd_profile(args) -> None:
@@ -112,7 +142,11 @@ def cmd_profile(args) -> None:
     models = _models()
     try:
         _wait(models, args.after, PROFILE_READS)
-        _print(profile(models, args.user), True)
+        if args.as_of:
+            from replay.timetravel import profile_as_of
+            _print(profile_as_of(models.settings, args.user, _as_of(args)), True)
+        else:
+            _print(profile(models, args.user), True)
     finally:
         models.close()
 
@@ -153,7 +187,7 @@ def cmd_run(args) -> None:
     import time
 
     from memstream.workers import start_pipeline, stop_pipeline
-    procs = start_pipeline(get_settings())
+    procs = start_pipeline(get_settings(), ticker=True)
     print("pipeline running: " + ", ".join(f"{n} (pid {p.pid})" for n, p in procs.items()) + "; Ctrl-C stops it")
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
@@ -173,6 +207,33 @@ def cmd_demo(args) -> None:
 def cmd_erase(args) -> None:
     from memstream.erasure import erase_user
     _print(erase_user(get_settings(), args.user, requested_by=args.by).as_dict(), args.json)
+
+
+def cmd_forget(args) -> None:
+    from memstream.forgetting import forget_memory, forget_user
+    if args.what == "memory":
+        if not args.user:
+            raise MemstreamError("forget memory needs --user")
+        pos, ids = forget_memory(get_settings(), args.user, args.target, requested_by=args.by, reason=args.reason,
+                                 at=_time(args.at), force=args.force)
+        _print({**pos.as_dict(), "memory_ids": ids} if args.json else f"{pos.token()} forgot {', '.join(ids)}", args.json)
+    else:
+        pos = forget_user(get_settings(), args.target, requested_by=args.by, reason=args.reason, at=_time(args.at))
+        _print(pos.as_dict() if args.json else pos.token(), args.json)
+
+
+def cmd_ticker(args) -> None:
+    import logging
+
+    from memstream import ticker
+    s = get_settings()
+    if args.period_s:
+        s = s.model_copy(update={"tick_period_s": args.period_s})
+    if args.once or args.at:
+        _print(ticker.publish_ticks(s, _time(args.at)), args.json)
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s ticker %(levelname)s %(name)s: %(message)s")
+        ticker.run(s)
 
 
 def cmd_keys(args) -> None:
@@ -231,6 +292,7 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=f"the user's {name} read model")
         s.add_argument("--user", required=True)
         s.add_argument("--limit", type=int, default=100)
+        s.add_argument("--as-of", metavar="TIME", help="what memory held at TIME (ISO 8601 with timezone)")
         s.add_argument("--json", action="store_true")
         s.set_defaults(fn=fn)
 
@@ -257,12 +319,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--min-score", type=float)
     s.add_argument("--no-expand", action="store_true", help="no 1-hop graph expansion")
     s.add_argument("--after", help="position token of a publish: read your own write")
+    s.add_argument("--as-of", metavar="TIME", help="recall from what memory held at TIME (ISO 8601 with timezone)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_recall)
 
     s = sub.add_parser("profile", help="identity, preferences and policies, by category")
     s.add_argument("--user", required=True)
     s.add_argument("--after")
+    s.add_argument("--as-of", metavar="TIME", help="the profile as it was at TIME (ISO 8601 with timezone)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_profile)
 
@@ -282,7 +346,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_api)
 
     s = sub.add_parser("worker", help="run one processor (extractor, memory) or the projectors")
-    s.add_argument("name", choices=["extractor", "llm-extractor", "memory", "projectors"])
+    s.add_argument("name", choices=["extractor", "llm-extractor", "memory", "projectors", "ticker"])
     s.add_argument("--only", help="projectors: comma-separated subset")
     s.set_defaults(fn=cmd_worker)
 
@@ -295,6 +359,24 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--by", default="operator")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_erase)
+
+    s = sub.add_parser("forget", help="hard-delete a memory, or everything memory learned about a user (as events)")
+    s.add_argument("what", choices=["memory", "user"])
+    s.add_argument("target", help="memory: its id; user: the user id")
+    s.add_argument("--user", help="memory: the user it belongs to")
+    s.add_argument("--by", default="operator")
+    s.add_argument("--reason", default="")
+    s.add_argument("--at", help="event time, ISO 8601 with timezone (default: now)")
+    s.add_argument("--force", action="store_true", help="memory: publish even if the read model does not know it")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_forget)
+
+    s = sub.add_parser("ticker", help="publish decay.ticked per partition every period (idle users decay too)")
+    s.add_argument("--once", action="store_true", help="publish one round of ticks now and exit")
+    s.add_argument("--at", help="with --once: the ticks' event time, ISO 8601 with timezone")
+    s.add_argument("--period-s", type=float, help="override MEMSTREAM_TICK_PERIOD_S")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_ticker)
 
     s = sub.add_parser("keys", help="key store operations")
     s.add_argument("action", choices=["rotate"])
@@ -312,6 +394,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--markdown", action="store_true", help="every setting with its default, as a table")
     s.add_argument("--update-readme", action="store_true", help="rewrite README.md's configuration table")
     s.set_defaults(fn=cmd_config)
+
+    from replay.cli import add_parsers  # replay rebuild|verify|whatif, audit memory|user
+    add_parsers(sub)
     return p
 
 
@@ -321,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         args.fn(args)
     except MemstreamError as exc:
         print(f"memstream: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)  # 1: a check found differences (replay verify)
     return 0
 
 

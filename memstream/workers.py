@@ -20,6 +20,9 @@ WORKERS = ("extractor", "memory", "projectors")
 # The LLM channel runs in its own process and consumer group, so the rule channel never waits for
 # an LLM; start_pipeline starts it only when an endpoint is configured (MEMSTREAM_LLM_BASE_URL).
 LLM_WORKER = "llm-extractor"
+# The decay ticker (memstream/ticker.py): `memstream run` starts it; tests and benchmarks publish
+# their own ticks at chosen event times instead.
+TICKER = "ticker"
 
 
 def _projector(name: str, settings: Settings):
@@ -53,13 +56,16 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
     elif name == "memory":
         from streams.memory_processor import build
         _run_faust(build(settings))
+    elif name == TICKER:
+        from memstream import ticker
+        ticker.run(settings)
     elif name == "projectors":
         from memstream.privacy.keystore import KeyStore
         from projections.runner import ProjectorRunner, run_until_signalled
         keys = KeyStore(settings)
         run_until_signalled([ProjectorRunner(_projector(p, settings), settings, keys) for p in projectors])
     else:
-        raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS + (LLM_WORKER,))}")
+        raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS + (LLM_WORKER, TICKER))}")
 
 
 def worker_command(name: str) -> list[str]:
@@ -67,13 +73,14 @@ def worker_command(name: str) -> list[str]:
     return [sys.executable, "-m", "memstream.cli", "worker", name]
 
 
-def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | None = None) -> dict[str, subprocess.Popen]:
+def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | None = None,
+                   ticker: bool = False) -> dict[str, subprocess.Popen]:
     """Start every worker as a child process with the same settings (passed through the env)."""
     log_dir = log_dir or settings.stack_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {}), "MEMSTREAM_NAMESPACE": settings.namespace}
     procs = {}
-    names = WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ())
+    names = WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ()) + ((TICKER,) if ticker else ())
     for name in names:
         log = open(log_dir / f"{settings.namespace}-{name}.log", "ab")
         procs[name] = subprocess.Popen(worker_command(name),

@@ -8,6 +8,11 @@ On `user.erased` the user's rows go and the erasure record itself is written, so
 that the deletion happened remains (earlier erasure records stay: each is such a fact). Topics
 interleave arbitrarily (above all on replay), so the erasure records double as tombstones: an
 event of the user no newer than one of their erasures is never indexed afterwards.
+
+Forgetting works the same way, narrower: on `memory.forgotten` the rows of every event that
+concerns one of the forgotten memories go and the record stays (a tombstone for those ids, at
+any time); on `user.forgotten` the user's fact and memory-topic rows up to its time go (their
+turns and task steps stay: forgetting is not erasure) and the record stays.
 """
 from __future__ import annotations
 
@@ -37,11 +42,16 @@ CREATE TABLE IF NOT EXISTS {s}.audit_events (
 );
 CREATE INDEX IF NOT EXISTS audit_events_user_time ON {s}.audit_events (user_id, event_time);
 CREATE INDEX IF NOT EXISTS audit_events_memory_ids ON {s}.audit_events USING gin (memory_ids);
+-- the tombstone checks of every insert look up the user's deletion records only: a small index
+CREATE INDEX IF NOT EXISTS audit_events_records ON {s}.audit_events (user_id, type, event_time)
+    WHERE type IN ('user.erased', 'memory.forgotten', 'user.forgotten');
 """
 
 # Fields that name a memory, in any event type, present or future (memory.linked: from_id/to_id).
-_MEMORY_REF = ("memory_id", "superseded_by", "from_id", "to_id", "merged_into", "into_id")
-_MEMORY_REFS = ("memory_ids", "merged_ids", "source_ids")
+_MEMORY_REF = ("memory_id", "superseded_by", "from_id", "to_id", "merged_into", "into_id", "retired_id")
+_MEMORY_REFS = ("memory_ids", "merged_ids", "source_ids", "parent_ids")
+# Records of a deletion: never deleted themselves, never kept out by a tombstone.
+_RECORDS = ("user.erased", "user.forgotten", "memory.forgotten")
 
 
 def memory_ids_of(envelope: Envelope) -> list[str]:
@@ -70,8 +80,8 @@ def ensure_tables(settings: Settings) -> None:
 
 
 def _kind(e: Envelope) -> str:
-    # Every event is indexed, erased ones included; only the erasure needs its own step.
-    return "erase" if e.type == "user.erased" else "event"
+    # Every event is indexed, erased ones included; only deletions need their own step.
+    return {"user.erased": "erase", "memory.forgotten": "forget", "user.forgotten": "forget_user"}.get(e.type, "event")
 
 
 class AuditIndexProjector(_PostgresProjector):
@@ -99,21 +109,52 @@ class AuditIndexProjector(_PostgresProjector):
                         (item.event.user, item.event.id))
                     # 2. … then the erasure record itself, which is also the tombstone.
                     self._insert(cur, [item])
+            elif kind == "forget":
+                for item in run:
+                    # Every row concerning a forgotten memory (ids never come back, so no time bound) …
+                    cur.execute(self.q(
+                        "DELETE FROM {s}.audit_events WHERE user_id = %s AND memory_ids && %s::text[] "
+                        "AND type <> ALL(%s)"), (item.event.user, item.event.data.memory_ids, list(_RECORDS)))
+                    self._insert(cur, [item])  # … then the record, the tombstone for those ids
+            elif kind == "forget_user":
+                for item in run:
+                    # The user's memory side (facts and memory topics) up to the record's time.
+                    cur.execute(self.q(
+                        "DELETE FROM {s}.audit_events WHERE user_id = %s AND topic = ANY(%s) AND event_time <= %s "
+                        "AND type <> ALL(%s)"),
+                        (item.event.user, self._memory_side(), item.event.time, list(_RECORDS)))
+                    self._insert(cur, [item])
             else:
                 self._insert(cur, run)
 
+    def _memory_side(self) -> list[str]:
+        return [self.settings.topic("facts"), self.settings.topic("memory")]
+
+    _COLUMNS = [("event_id", "text"), ("user_id", "text"), ("type", "text"), ("version", "int4"),
+                ("event_time", "timestamptz"), ("topic", "text"), ("partition", "int4"), ("log_offset", "int8"),
+                ("causation_id", "text"), ("correlation_id", "text"), ("producer", "text"), ("memory_ids", "text[]"),
+                ("record", "bool"), ("memory_side", "bool")]
+
     def _insert(self, cur, run: list[Item]) -> None:
         # ON CONFLICT: the first position an event id was seen at wins; the tombstone check keeps
-        # an erased past out whatever order the topics are read in.
-        cur.executemany(self.q(
+        # an erased past out whatever order the topics are read in. The rows are COPYed into a temp
+        # table and inserted by one statement in log order (pg.copy_rows); a run never holds a
+        # record and the rows it inserts, so the checks see what row-by-row inserts would.
+        side = self._memory_side()
+        pg.copy_rows(cur, "audit_events_in", self._COLUMNS,
+                     ((e.id, e.user, e.type, e.stored_version or e.version, e.time, i.topic, i.partition, i.offset,
+                       e.causation, e.correlation, e.producer, memory_ids_of(e), e.type in _RECORDS, i.topic in side)
+                      for i in run for e in (i.event,)))
+        cur.execute(self.q(
             "INSERT INTO {s}.audit_events (event_id, user_id, type, version, event_time, topic, partition, log_offset, "
             "causation_id, correlation_id, producer, memory_ids) "
-            "SELECT %(id)s, %(user)s, %(type)s, %(version)s, %(time)s, %(topic)s, %(partition)s, %(offset)s, "
-            "%(causation)s, %(correlation)s, %(producer)s, %(memory_ids)s::text[] "
-            "WHERE %(type)s = 'user.erased' OR NOT EXISTS (SELECT 1 FROM {s}.audit_events x "
-            "WHERE x.user_id = %(user)s AND x.type = 'user.erased' AND x.event_time >= %(time)s) "
-            "ON CONFLICT (event_id) DO NOTHING"),
-            [{"id": e.id, "user": e.user, "type": e.type, "version": e.stored_version or e.version, "time": e.time,
-              "topic": i.topic, "partition": i.partition, "offset": i.offset, "causation": e.causation,
-              "correlation": e.correlation, "producer": e.producer, "memory_ids": memory_ids_of(e)}
-             for i in run for e in (i.event,)])
+            "SELECT r.event_id, r.user_id, r.type, r.version, r.event_time, r.topic, r.partition, r.log_offset, "
+            "r.causation_id, r.correlation_id, r.producer, r.memory_ids FROM audit_events_in r "
+            "WHERE (r.type = 'user.erased' OR NOT EXISTS (SELECT 1 FROM {s}.audit_events x "
+            "WHERE x.user_id = r.user_id AND x.type = 'user.erased' AND x.event_time >= r.event_time)) "
+            # forgetting's tombstones: a forgotten memory's events, the forgotten past of a user's memory side
+            "AND (r.record OR NOT EXISTS (SELECT 1 FROM {s}.audit_events x WHERE x.user_id = r.user_id "
+            "AND x.type = 'memory.forgotten' AND x.memory_ids && r.memory_ids)) "
+            "AND (r.record OR NOT r.memory_side OR NOT EXISTS (SELECT 1 FROM {s}.audit_events x "
+            "WHERE x.user_id = r.user_id AND x.type = 'user.forgotten' AND x.event_time >= r.event_time)) "
+            "ORDER BY r.seq ON CONFLICT (event_id) DO NOTHING"))

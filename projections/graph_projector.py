@@ -12,7 +12,9 @@ import orjson
 from neo4j import GraphDatabase
 
 from memstream.config import Settings
-from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
+from projections import graph_generation
+from projections.batching import Grouping, grouped_runs
+from projections.runner import Item, Projector, TopicPart, kind_by_type
 
 SETUP = (
     # (ns, id): one log projected into two namespaces (live and a shadow rebuild) gives two graphs.
@@ -20,12 +22,16 @@ SETUP = (
     "CREATE CONSTRAINT memory_ns_id IF NOT EXISTS FOR (m:Memory) REQUIRE (m.ns, m.id) IS UNIQUE",
     "CREATE CONSTRAINT projector_position IF NOT EXISTS FOR (p:ProjectorPosition) REQUIRE p.key IS UNIQUE",
     "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.ns, m.user)",
+    graph_generation.SETUP,
 )
 
 
 class GraphProjector(Projector):
     name = "neo4j-graph"
     topics = ("memory",)
+    # A pinned generation (shadow rebuilds, replay/) is written as is. None: the namespace's
+    # current generation (projections/graph_generation.py), re-read under its lock every batch.
+    generation: str | None = None
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -37,22 +43,55 @@ class GraphProjector(Projector):
         with self.driver.session() as s:
             for stmt in SETUP:
                 s.run(stmt).consume()
+            self.ns = self.generation or graph_generation.current(s, self.settings.namespace)
 
     def _key(self, topic: str, partition: int) -> str:
         return f"{self.ns}|{self.name}|{topic}|{partition}"
 
     def positions(self) -> dict[TopicPart, int]:
         with self.driver.session() as s:
+            self.ns = self.generation or graph_generation.current(s, self.settings.namespace)
             rows = s.run("MATCH (p:ProjectorPosition {ns: $ns, projector: $name}) RETURN p.topic AS t, p.partition AS p, p.next_offset AS o",
                          ns=self.ns, name=self.name).data()
         return {(r["t"], r["p"]): r["o"] for r in rows}
 
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
-                          "memory.linked": "link", "memory.superseded": "supersede"}))
+                          "memory.linked": "link", "memory.superseded": "supersede", "user.forgotten": "erase",
+                          "memory.decayed": "decay", "memory.merged": "merge", "memory.deduped": "dedup",
+                          "memory.expired": "expire", "memory.summarized": "summarize", "memory.recalled": "recall",
+                          "memory.forgotten": "forget"}))
+    # Kinds written one statement per batch where log order allows (projections/batching.py).
+    # In the graph a reinforcement sets node properties, a supersession a status and an edge, a link
+    # another edge: on the same memory they commute.
+    GROUPED = Grouping(("create", "reinforce", "supersede", "link"), commute=("reinforce", "supersede", "link"))
+    # Consolidation and forgetting. A retired memory keeps its node and edges (status merged/deduped,
+    # plus an edge to the survivor); a forgotten one is DETACH DELETEd. `at` is the event time.
+    _LATER = "CASE WHEN m.last_accessed_at IS NULL OR m.last_accessed_at < r.at THEN r.at ELSE m.last_accessed_at END"
+    CONSOLIDATION = {
+        "decay": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.importance = r.importance",
+        "merge": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.content = r.content, "
+                 "m.importance = r.importance, m.category = r.category, m.access_count = r.access_count, "
+                 "m.last_accessed_at = " + _LATER + " WITH r, m MATCH (old:Memory {ns: $ns, id: r.retired_id}) "
+                 "SET old.status = 'merged' MERGE (old)-[:MERGED_INTO]->(m)",
+        "dedup": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.importance = r.importance, "
+                 "m.category = r.category, m.access_count = r.access_count "
+                 "WITH r, m MATCH (old:Memory {ns: $ns, id: r.retired_id}) SET old.status = 'deduped' "
+                 "MERGE (old)-[:DEDUPED_INTO]->(m)",
+        "expire": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.status = 'expired', "
+                  "m.importance = r.importance",
+        "summarize": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.content = r.content, "
+                     "m.summarized_at = r.at",
+        "recall": "UNWIND $rows AS r UNWIND r.memory_ids AS mid MATCH (m:Memory {ns: $ns, id: mid}) "
+                  "WHERE m.user = r.user SET m.last_accessed_at = " + _LATER,
+        "forget": "UNWIND $rows AS r UNWIND r.memory_ids AS mid MATCH (m:Memory {ns: $ns, id: mid}) "
+                  "WHERE m.user = r.user DETACH DELETE m",
+    }
 
     def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None:
         def work(tx):
-            for kind, run in runs_by_kind(items, self.kind_of):
+            if self.generation is None:  # a replay swap may have installed a new generation
+                self.ns = graph_generation.follow(tx, self.settings.namespace)
+            for kind, run in grouped_runs(items, self.kind_of, self.GROUPED):
                 if kind == "erase":
                     tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
                            users=[i.event.user for i in run], ns=self.ns).consume()
@@ -66,12 +105,14 @@ class GraphProjector(Projector):
                            rows=rows, ns=self.ns).consume()
                 elif kind == "reinforce":
                     tx.run("UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.importance = r.importance, "
-                           "m.category = r.category, m.access_count = r.access_count, m.last_accessed_at = r.at",
+                           "m.category = r.category, m.access_count = r.access_count, m.last_accessed_at = " + self._LATER,
                            rows=rows, ns=self.ns).consume()
                 elif kind == "supersede":
                     tx.run("UNWIND $rows AS r MATCH (old:Memory {ns: $ns, id: r.memory_id}) SET old.status = 'outdated' "
                            "WITH r, old MATCH (new:Memory {ns: $ns, id: r.superseded_by}) MERGE (new)-[:SUPERSEDES]->(old)",
                            rows=rows, ns=self.ns).consume()
+                elif kind in self.CONSOLIDATION:
+                    tx.run(self.CONSOLIDATION[kind], rows=rows, ns=self.ns).consume()
                 else:  # link: relationship types cannot be parameters, so one statement per kind
                     for rel in ("FOLLOWS", "SIMILAR_TO"):
                         sel = [r for r in rows if r["kind"] == rel]
@@ -90,6 +131,7 @@ class GraphProjector(Projector):
     def checksum(self) -> str:
         """Digest of the namespace's nodes (with their properties) and edges, in a fixed order."""
         with self.driver.session() as s:
+            self.ns = self.generation or graph_generation.current(s, self.settings.namespace)
             nodes = s.run("MATCH (m:Memory {ns: $ns}) RETURN m.id AS id, properties(m) AS p ORDER BY id", ns=self.ns).data()
             edges = s.run("MATCH (a:Memory {ns: $ns})-[e]->(b:Memory) RETURN type(e) AS t, a.id AS a, b.id AS b, "
                           "properties(e) AS p ORDER BY t, a, b", ns=self.ns).data()

@@ -62,6 +62,12 @@ CREATE TABLE IF NOT EXISTS {s}.memory_items (
 CREATE INDEX IF NOT EXISTS memory_items_user_created ON {s}.memory_items (user_id, created_at);
 CREATE INDEX IF NOT EXISTS memory_items_embedding ON {s}.memory_items USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX IF NOT EXISTS memory_items_terms ON {s}.memory_items USING gin (terms);
+-- consolidation and forgetting: who a retired memory went into, a merge's provenance, summaries
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS merged_into text;
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS parent_ids text[] NOT NULL DEFAULT '{{}}';
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS source_fact_ids text[] NOT NULL DEFAULT '{{}}';
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS summarized_at timestamptz;
+ALTER TABLE {s}.preference_history ADD COLUMN IF NOT EXISTS memory_id text;
 """
 
 
@@ -105,6 +111,36 @@ def save_positions(cur: psycopg.Cursor, settings: Settings, projector: str, posi
         "ON CONFLICT (projector, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset "
         "WHERE {s}.projector_positions.next_offset < EXCLUDED.next_offset").format(s=schema(settings)),
         [(projector, t, p, o) for (t, p), o in positions.items()])
+
+
+def copy_rows(cur: psycopg.Cursor, temp: str, columns: list[tuple[str, str]], rows) -> None:
+    """Bulk-load rows into a session temp table (binary COPY; `seq` numbers them in order), emptied first.
+
+    Projectors then merge the temp table into theirs with one INSERT … SELECT … ORDER BY seq, which
+    behaves as the same rows inserted one by one in that order (ON CONFLICT included) at a fraction
+    of the client cost of executemany.
+    """
+    cur.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} (seq int, {}) ON COMMIT DELETE ROWS").format(
+        sql.Identifier(temp), sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns)))
+    # Empty now, not only at commit: one transaction may load several runs (around an erasure).
+    cur.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(temp)))
+    with cur.copy(sql.SQL("COPY {} FROM STDIN (FORMAT BINARY)").format(sql.Identifier(temp))) as copy:
+        copy.set_types(["int4", *(t for _, t in columns)])
+        for n, row in enumerate(rows):
+            copy.write_row((n, *row))
+
+
+def writer_lock_key(settings: Settings, projector: str) -> str:
+    return f"memstream-writer:{settings.namespace}:{projector}"
+
+
+def hold_writer_lock(cur: psycopg.Cursor, settings: Settings, projector: str) -> None:
+    """Take the projector's writer lock (shared) for this transaction.
+
+    A replay swap (replay/stores.py) takes it exclusively: it waits for a batch in flight, and a
+    live batch waits for the swap, then writes into the tables the swap moved in.
+    """
+    cur.execute("SELECT pg_advisory_xact_lock_shared(hashtext(%s))", (writer_lock_key(settings, projector),))
 
 
 def table_checksum(conn: psycopg.Connection, settings: Settings, table: str, columns: list[str],

@@ -11,6 +11,7 @@ from psycopg import sql
 from memstream.config import Settings
 from memstream.domain.text import tokens
 from projections import pg
+from projections.batching import Grouping, grouped_runs, own_memory
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
 
@@ -35,6 +36,7 @@ class _PostgresProjector(Projector):
     def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None:
         with self.conn.transaction():
             with self.conn.cursor() as cur:
+                pg.hold_writer_lock(cur, self.settings, self.name)  # a replay swap waits for this batch
                 self.write(cur, items)
                 pg.save_positions(cur, self.settings, self.name, positions)
 
@@ -67,22 +69,28 @@ class PreferencesProjector(_PostgresProjector):
     name = "kv-preferences"
     CHECKSUM = {
         "preferences": (["user_id", "key", "value", "version", "memory_id", "event_id", "updated_at"], ["user_id", "key"]),
-        "preference_history": (["user_id", "key", "version", "value", "event_id", "supersedes", "set_at"],
+        "preference_history": (["user_id", "key", "version", "value", "event_id", "supersedes", "set_at", "memory_id"],
                                ["user_id", "key", "version"]),
     }
 
     def write(self, cur, items: list[Item]) -> None:
         # Runs of same-kind events keep their order: an erasure must fall between the rows before it and after it.
-        for kind, run in runs_by_kind(items, kind_by_type({"user.erased": "erase", "preference.set": "set"})):
+        kinds = {"user.erased": "erase", "user.forgotten": "erase", "preference.set": "set", "memory.forgotten": "forget"}
+        for kind, run in runs_by_kind(items, kind_by_type(kinds)):
             if kind == "erase":
                 self.erase_users(cur, [i.event.user for i in run], ("preferences", "preference_history"))
+            elif kind == "forget":
+                # A forgotten memory takes the preference versions it held with it (their values are its content).
+                for table in ("preferences", "preference_history"):
+                    cur.executemany(sql.SQL("DELETE FROM {s}.{t} WHERE user_id = %s AND memory_id = ANY(%s)").format(
+                        s=self.s, t=sql.Identifier(table)), [(i.event.user, i.event.data.memory_ids) for i in run])
             elif kind == "set":
                 rows = [(i.event.user, i.event.data.key, i.event.data.value, i.event.data.pref_version,
                          i.event.data.memory_id, i.event.id, i.event.time, i.event.data.supersedes) for i in run]
                 cur.executemany(self.q(
-                    "INSERT INTO {s}.preference_history (user_id, key, version, value, event_id, set_at, supersedes) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"),
-                    [(u, k, v, val, eid, t, sup) for u, k, val, v, _m, eid, t, sup in rows])
+                    "INSERT INTO {s}.preference_history (user_id, key, version, value, event_id, set_at, supersedes, memory_id) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"),
+                    [(u, k, v, val, eid, t, sup, m) for u, k, val, v, m, eid, t, sup in rows])
                 # Only a higher version replaces the current value: replays and re-emits are no-ops.
                 cur.executemany(self.q(
                     "INSERT INTO {s}.preferences (user_id, key, value, version, memory_id, event_id, updated_at) "
@@ -94,34 +102,50 @@ class PreferencesProjector(_PostgresProjector):
 
 
 class MemoryItemsProjector(_PostgresProjector):
-    """memory.created / .reinforced / .superseded → memory_items (pgvector, HNSW cosine)."""
+    """memory.* → memory_items (pgvector, HNSW cosine).
+
+    Statuses: active, outdated (superseded), merged / deduped (retired into `merged_into`),
+    expired. memory.forgotten and user.forgotten delete rows (hard delete on request).
+    """
 
     name = "pgvector-items"
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
-        "updated_at", "terms"], ["memory_id"])}
+        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at"], ["memory_id"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
-                          "memory.superseded": "supersede"}))
+                          "memory.superseded": "supersede", "memory.decayed": "decay", "memory.merged": "merge",
+                          "memory.deduped": "dedup", "memory.expired": "expire", "memory.summarized": "summarize",
+                          "memory.recalled": "recall", "memory.forgotten": "forget", "user.forgotten": "erase"}))
+
+    # Kinds written one statement per batch where log order allows (projections/batching.py).
+    CREATE_COLUMNS = [("memory_id", "text"), ("user_id", "text"), ("key", "text"), ("value", "text"), ("content", "text"),
+                      ("category", "text"), ("tags", "text[]"), ("slot_hint", "text"), ("importance", "float4"),
+                      ("embedding", "vector"), ("session", "text"), ("fact_id", "text"), ("event_id", "text"),
+                      ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("terms", "text[]")]
+    # Each writes the row of its own memory_id; reinforcement and supersession both set updated_at.
+    GROUPED = Grouping(("create", "reinforce", "supersede"), refs=own_memory)
 
     def write(self, cur, items: list[Item]) -> None:
-        for kind, run in runs_by_kind(items, self.kind_of):
+        for kind, run in grouped_runs(items, self.kind_of, self.GROUPED):
             if kind == "erase":
                 self.erase_users(cur, [i.event.user for i in run], ("memory_items",))
             elif kind == "create":
-                cur.executemany(self.q(
-                    "INSERT INTO {s}.memory_items (memory_id, user_id, key, value, content, category, tags, slot_hint, "
-                    "importance, embedding, session, fact_id, event_id, created_at, updated_at, terms) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING"),
-                    [(d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
-                      d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
-                      i.event.time, i.event.time, sorted(set(tokens(d.content))))
-                     for i in run for d in (i.event.data,)])
+                # COPY into a temp table, then one insert in log order (pg.copy_rows): the first creation wins.
+                pg.copy_rows(cur, "memory_items_in", self.CREATE_COLUMNS,
+                             ((d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
+                               d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
+                               i.event.time, i.event.time, sorted(set(tokens(d.content))))
+                              for i in run for d in (i.event.data,)))
+                cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.CREATE_COLUMNS)
+                cur.execute(sql.SQL("INSERT INTO {s}.memory_items ({c}) SELECT {c} FROM memory_items_in ORDER BY seq "
+                                    "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
             elif kind == "reinforce":
                 # Absolute values from the event: applying it twice leaves the same row.
                 cur.executemany(self.q(
                     "UPDATE {s}.memory_items SET importance = %s, category = %s, slot_hint = %s, tags = %s, "
-                    "access_count = %s, last_accessed_at = %s, updated_at = %s WHERE memory_id = %s AND user_id = %s"),
+                    "access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s "
+                    "WHERE memory_id = %s AND user_id = %s"),
                     [(d.importance, d.category, d.slot_hint, d.tags, d.access_count, i.event.time, i.event.time,
                       d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
             elif kind == "supersede":
@@ -129,3 +153,52 @@ class MemoryItemsProjector(_PostgresProjector):
                     "UPDATE {s}.memory_items SET status = 'outdated', superseded_by = %s, updated_at = %s "
                     "WHERE memory_id = %s AND user_id = %s"),
                     [(d.superseded_by, i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
+            else:
+                self._consolidation(cur, kind, run)
+
+    def _consolidation(self, cur, kind: str, run: list[Item]) -> None:
+        """Consolidation and forgetting: absolute values from the event, so re-applying changes nothing."""
+        rows = [(i.event, i.event.data) for i in run]
+        if kind == "decay":
+            cur.executemany(self.q("UPDATE {s}.memory_items SET importance = %s, updated_at = %s "
+                                   "WHERE memory_id = %s AND user_id = %s"),
+                            [(d.importance, e.time, d.memory_id, e.user) for e, d in rows])
+        elif kind == "merge":
+            # The survivor takes the merged content/embedding; its provenance is the union of parents.
+            cur.executemany(self.q(
+                "UPDATE {s}.memory_items SET content = %s, embedding = %s, importance = %s, category = %s, slot_hint = %s, "
+                "tags = %s, key = %s, value = %s, access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), "
+                "parent_ids = ARRAY(SELECT DISTINCT p FROM unnest(parent_ids || %s::text[]) AS p ORDER BY p), "
+                "source_fact_ids = %s, terms = %s, updated_at = %s WHERE memory_id = %s AND user_id = %s"),
+                [(d.content, np.asarray(d.embedding, dtype=np.float32), d.importance, d.category, d.slot_hint, d.tags,
+                  d.key, d.value, d.access_count, e.time, d.parent_ids, d.fact_ids, sorted(set(tokens(d.content))),
+                  e.time, d.memory_id, e.user) for e, d in rows])
+            self._retire(cur, rows, "merged")
+        elif kind == "dedup":
+            cur.executemany(self.q(
+                "UPDATE {s}.memory_items SET importance = %s, category = %s, tags = %s, access_count = %s, "
+                "source_fact_ids = %s, updated_at = %s WHERE memory_id = %s AND user_id = %s"),
+                [(d.importance, d.category, d.tags, d.access_count, d.fact_ids, e.time, d.memory_id, e.user)
+                 for e, d in rows])
+            self._retire(cur, rows, "deduped")
+        elif kind == "expire":
+            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'expired', importance = %s, updated_at = %s "
+                                   "WHERE memory_id = %s AND user_id = %s"),
+                            [(d.importance, e.time, d.memory_id, e.user) for e, d in rows])
+        elif kind == "summarize":
+            cur.executemany(self.q("UPDATE {s}.memory_items SET content = %s, terms = %s, summarized_at = %s, "
+                                   "updated_at = %s WHERE memory_id = %s AND user_id = %s"),
+                            [(d.content, sorted(set(tokens(d.content))), e.time, e.time, d.memory_id, e.user)
+                             for e, d in rows])
+        elif kind == "recall":
+            cur.executemany(self.q("UPDATE {s}.memory_items SET last_accessed_at = GREATEST(last_accessed_at, %s) "
+                                   "WHERE memory_id = ANY(%s) AND user_id = %s"),
+                            [(e.time, d.memory_ids, e.user) for e, d in rows])
+        elif kind == "forget":
+            cur.executemany(self.q("DELETE FROM {s}.memory_items WHERE memory_id = ANY(%s) AND user_id = %s"),
+                            [(d.memory_ids, e.user) for e, d in rows])
+
+    def _retire(self, cur, rows, status: str) -> None:
+        cur.executemany(self.q(f"UPDATE {{s}}.memory_items SET status = '{status}', merged_into = %s, updated_at = %s "
+                               "WHERE memory_id = %s AND user_id = %s"),
+                        [(d.memory_id, e.time, d.retired_id, e.user) for e, d in rows])

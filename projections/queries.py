@@ -30,6 +30,16 @@ def memories(settings: Settings, user: str, limit: int = 100) -> list[dict]:
     return [{**r, "created_at": r["created_at"].isoformat()} for r in rows]
 
 
+def memory_family(settings: Settings, user: str, memory_id: str) -> list[str]:
+    """The memory and every memory merged or deduped into it, transitively (what forgetting it deletes)."""
+    rows = _read(settings, "WITH RECURSIVE fam(memory_id) AS (SELECT memory_id FROM {s}.memory_items "
+                           "WHERE user_id = %s AND memory_id = %s UNION SELECT m.memory_id FROM {s}.memory_items m "
+                           "JOIN fam ON m.merged_into = fam.memory_id WHERE m.user_id = %s) "
+                           "SELECT memory_id FROM fam ORDER BY memory_id", (user, memory_id, user))
+    ids = [r["memory_id"] for r in rows]
+    return [memory_id] + [i for i in ids if i != memory_id] if ids else []
+
+
 def _iso(value):
     return None if value is None else value.isoformat()
 
@@ -50,12 +60,26 @@ def task_status(settings: Settings, user: str, task: str) -> dict | None:
     return {**rows[0], "started_at": _iso(rows[0]["started_at"]), "finished_at": _iso(rows[0]["finished_at"])} if rows else None
 
 
-def session_window(settings: Settings, user: str, session: str) -> list[dict]:
-    """The session's short-term window (the projector keeps only MaxTurns × 2), oldest first."""
+def session_window(settings: Settings, user: str, session: str, with_summary: bool = False):
+    """The session's short-term window (the projector keeps only MaxTurns × 2), oldest first.
+
+    with_summary: {"messages": [...], "summary": session_summary(...)} — the window plus the
+    rolling summary of what fell out of it.
+    """
     rows = _read(settings, "SELECT event_id, role, content, task_id, sent_at FROM {s}.session_messages "
                            "WHERE user_id = %s AND session = %s ORDER BY sent_at, log_offset, event_id", (user, session))
-    return [{"event_id": r["event_id"], "role": r["role"], "content": r["content"], "task": r["task_id"],
-             "time": _iso(r["sent_at"])} for r in rows]
+    messages = [{"event_id": r["event_id"], "role": r["role"], "content": r["content"], "task": r["task_id"],
+                 "time": _iso(r["sent_at"])} for r in rows]
+    if with_summary:
+        return {"messages": messages, "summary": session_summary(settings, user, session)}
+    return messages
+
+
+def session_summary(settings: Settings, user: str, session: str) -> dict | None:
+    """The rolling summary of the session's older messages (session.summarized), or None."""
+    rows = _read(settings, "SELECT summary, version, message_count, through_time, through_event_id, channel, model, "
+                           "event_id FROM {s}.session_summaries WHERE user_id = %s AND session = %s", (user, session))
+    return {**rows[0], "through_time": _iso(rows[0]["through_time"])} if rows else None
 
 
 def audit_events(settings: Settings, user: str | None = None, memory_id: str | None = None,

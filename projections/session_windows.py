@@ -7,6 +7,10 @@ another offset) is either already there (same event id) or trimmed straight away
 Erasure arrives on the memory topic, so this projector reads it too. As in task_buffers, an
 erasure leaves a tombstone so turns of the erased past never come back, whichever topic the
 projector reads first (replay interleaves topics arbitrarily).
+
+What falls out of the window is not lost: the session summarizer (streams/session_summarizer.py)
+records a rolling summary as `session.summarized`, and this projector keeps the newest version per
+session in `session_summaries` (only a higher version replaces it, so re-applying is a no-op).
 """
 from __future__ import annotations
 
@@ -34,6 +38,20 @@ CREATE TABLE IF NOT EXISTS {s}.session_window_erasures (
     erased_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_window_erasures_user ON {s}.session_window_erasures (user_id, erased_at);
+CREATE TABLE IF NOT EXISTS {s}.session_summaries (
+    user_id          text NOT NULL,
+    session          text NOT NULL,
+    summary          text NOT NULL,
+    version          int  NOT NULL,
+    message_count    int  NOT NULL,
+    through_time     timestamptz NOT NULL,
+    through_event_id text NOT NULL,
+    channel          text NOT NULL,
+    model            text,
+    event_id         text NOT NULL,
+    summarized_at    timestamptz NOT NULL,
+    PRIMARY KEY (user_id, session)
+);
 """
 
 
@@ -47,8 +65,12 @@ class SessionWindowsProjector(_PostgresProjector):
     name = "session-windows"
     topics = ("turns", "memory")
     CHECKSUM = {"session_messages": (["event_id", "user_id", "session", "task_id", "role", "content", "sent_at"],
-                                     ["event_id"])}
-    kind_of = staticmethod(kind_by_type({"user.erased": "erase", "turn.recorded": "turn"}))
+                                     ["event_id"]),
+                "session_summaries": (["user_id", "session", "summary", "version", "message_count", "through_time",
+                                       "through_event_id", "channel", "model", "event_id", "summarized_at"],
+                                      ["user_id", "session"])}
+    kind_of = staticmethod(kind_by_type({"user.erased": "erase", "turn.recorded": "turn",
+                                         "session.summarized": "summary"}))
 
     def setup(self) -> None:
         super().setup()
@@ -64,6 +86,21 @@ class SessionWindowsProjector(_PostgresProjector):
                 self._erase(cur, run)
             elif kind == "turn":
                 self._turns(cur, run)
+            elif kind == "summary":
+                self._summaries(cur, run)
+
+    def _summaries(self, cur, run: list[Item]) -> None:
+        # Summaries arrive on the memory topic, in the user's order, after any erasure of theirs.
+        cur.executemany(self.q(
+            "INSERT INTO {s}.session_summaries (user_id, session, summary, version, message_count, through_time, "
+            "through_event_id, channel, model, event_id, summarized_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (user_id, session) DO UPDATE SET summary = EXCLUDED.summary, version = EXCLUDED.version, "
+            "message_count = EXCLUDED.message_count, through_time = EXCLUDED.through_time, "
+            "through_event_id = EXCLUDED.through_event_id, channel = EXCLUDED.channel, model = EXCLUDED.model, "
+            "event_id = EXCLUDED.event_id, summarized_at = EXCLUDED.summarized_at "
+            "WHERE {s}.session_summaries.version < EXCLUDED.version"),
+            [(i.event.user, d.session, d.summary, d.summary_version, d.message_count, d.through_time,
+              d.through_event_id, d.channel, d.model, i.event.id, i.event.time) for i in run for d in (i.event.data,)])
 
     def _turns(self, cur, run: list[Item]) -> None:
         # 1. Each turn once, unless its user was erased after it was said.
@@ -90,4 +127,4 @@ class SessionWindowsProjector(_PostgresProjector):
                                "ON CONFLICT DO NOTHING"), (i.event.id, i.event.user, i.event.time))
             # 2. Every window of the user goes.
             if cur.rowcount:
-                self.erase_users(cur, [i.event.user], ("session_messages",))
+                self.erase_users(cur, [i.event.user], ("session_messages", "session_summaries"))

@@ -21,11 +21,13 @@ from projections.queries import session_window, task_status, task_steps
 from query.consistency import wait_until_applied
 from query.context import ContextRequest, build_context
 from query.profile import profile
-from query.recall import RecallRequest, recall
+from query.recall import RecallRequest, recall, recalled_event
 from query.store import ReadModels
 
 UserId = Field(min_length=1, max_length=200, description="The user every result is scoped to.")
 After = Field(None, description="Position token from a publish: wait until it is applied (read your writes).")
+AsOf = Field(None, description="Time travel: answer from what memory held at this time (ISO 8601 with timezone; "
+                               "replayed from the log, see replay/timetravel.py).")
 
 
 class Position(BaseModel):
@@ -65,6 +67,7 @@ class RecallIn(BaseModel):
     expand: bool = True
     after: str | None = After
     wait_s: float = Field(5.0, ge=0, le=60)
+    as_of: AwareDatetime | None = AsOf
 
 
 class RecallHitOut(BaseModel):
@@ -151,17 +154,48 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         wait(body.after, RECALL_READS, body.wait_s)
         req = RecallRequest(body.user, body.query, body.k, body.categories, body.tags, body.max_age_hours,
                             body.min_score, body.expand)
-        return [h.as_dict() for h in recall(models(), req)]
+        if body.as_of is not None:  # reading the past is not a use of the memories: nothing is published
+            from replay.timetravel import recall_as_of
+            return [h.as_dict() for h in recall_as_of(models(), req, body.as_of)]
+        hits = recall(models(), req)
+        # One memory.recalled per call (fire and forget: the answer never waits for it); the memory
+        # processor refreshes the returned memories' access from it.
+        event = recalled_event(hits, "api")
+        if event is not None:
+            state["client"].publish_nowait("memory", event, user=body.user)
+        return [h.as_dict() for h in hits]
 
     @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category")
-    def profile_route(user: str, after: str | None = None, wait_s: float = 5.0) -> dict:
+    def profile_route(user: str, after: str | None = None, wait_s: float = 5.0, as_of: datetime | None = None) -> dict:
         wait(after, PROFILE_READS, wait_s)
+        if as_of is not None:
+            from replay.timetravel import profile_as_of
+            return profile_as_of(settings, user, as_of)
         return profile(models(), user)
 
     @app.get("/v1/users/{user}/preferences", summary="The key-value preference table")
-    def preferences_route(user: str, after: str | None = None, wait_s: float = 5.0) -> dict:
+    def preferences_route(user: str, after: str | None = None, wait_s: float = 5.0, as_of: datetime | None = None) -> dict:
         wait(after, ("kv-preferences",), wait_s)
+        if as_of is not None:
+            from replay.timetravel import profile_as_of
+            return profile_as_of(settings, user, as_of)["preferences"]
         return profile(models(), user)["preferences"]
+
+    @app.get("/v1/audit/memories/{memory_id}", summary="A memory's whole life, with causation chains")
+    def audit_memory_route(memory_id: str, content: bool = True) -> dict:
+        from replay.audit import NotFound, memory_audit
+        try:
+            return memory_audit(settings, memory_id, content=content)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @app.get("/v1/audit/users/{user}", summary="A user's timeline: every indexed event, oldest first")
+    def audit_user_route(user: str, content: bool = False, limit: int = 1000, since: datetime | None = None,
+                         until: datetime | None = None) -> dict:
+        from replay.audit import user_timeline
+        if not 1 <= limit <= 100_000:
+            raise HTTPException(400, "limit must be between 1 and 100000")
+        return user_timeline(settings, user, content=content, limit=limit, since=since, until=until)
 
     @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task")
     def steps_route(user: str, task: str, k: int = 20, after: str | None = None, wait_s: float = 5.0) -> dict:
@@ -173,7 +207,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/v1/users/{user}/sessions/{session}", summary="The session window (recent messages)")
     def session_route(user: str, session: str, after: str | None = None, wait_s: float = 5.0) -> dict:
         wait(after, ("session-windows",), wait_s)
-        return {"messages": session_window(settings, user, session)}
+        return session_window(settings, user, session, with_summary=True)
 
     @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget")
     async def context_route(body: ContextIn) -> dict:

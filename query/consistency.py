@@ -8,6 +8,7 @@ from psycopg import sql
 from memstream import watermarks
 from memstream.bus import Position
 from memstream.errors import Timeout
+from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
 # Which projectors each query reads, and which topics each projector consumes directly.
@@ -19,9 +20,10 @@ PROJECTOR_TOPICS = {
 
 def _stored(models: ReadModels, projector: str, topic: str, partition: int) -> int:
     if projector == "neo4j-graph":
-        key = f"{models.settings.namespace}|{projector}|{topic}|{partition}"
+        # positions are kept per graph generation (projections/graph_generation.py)
         with models.graph.session() as s:
-            rec = s.run("MATCH (p:ProjectorPosition {key: $k}) RETURN p.next_offset AS o", k=key).single()
+            rec = s.run(RESOLVE + "MATCH (p:ProjectorPosition {key: gen + $k}) RETURN p.next_offset AS o",
+                        ns=models.settings.namespace, k=f"|{projector}|{topic}|{partition}").single()
         return rec["o"] if rec else 0
     with models.pool.connection() as conn:
         row = conn.execute(sql.SQL("SELECT next_offset FROM {s}.projector_positions WHERE projector = %s AND topic = %s "

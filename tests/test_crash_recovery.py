@@ -11,45 +11,16 @@ import subprocess
 import threading
 import time
 
-import numpy as np
-
+from bench.synthetic import decided_events
 from memstream.bus import EventProducer, ensure_topics
-from memstream.domain.memory_rules import Rules, UserState, decide
-from memstream.ids import derived_id, uuid7
 from memstream.privacy.keystore import KeyStore
 from memstream.workers import PROJECTORS, _projector, worker_command
 from projections import pg
 from projections.runner import ProjectorRunner
-from schemas.codec import encode, make_envelope
-from schemas.events import FactExtracted
+from schemas.codec import encode
 from tests.helpers import wait_for
 
 N_EVENTS = 10_000
-
-
-def decided_events(n: int, dim: int, seed: int = 7) -> list:
-    """Realistic memory events: run the real decision function over synthetic facts."""
-    rng = np.random.default_rng(seed)
-    rules = Rules(dedup_threshold=0.95, link_threshold=0.80, recent_window=50)
-    pool = rng.normal(size=(40, dim)).astype(np.float32)
-    states: dict[str, UserState] = {}
-    out = []
-    i = 0
-    while len(out) < n:
-        user = f"crash-{i % 97}"
-        base = pool[rng.integers(len(pool))] + rng.normal(scale=0.15, size=dim).astype(np.float32)
-        vec = (base / np.linalg.norm(base)).tolist()
-        key, value = (("location", f"city-{rng.integers(5)}") if i % 3 == 0 else (None, None))
-        fid = uuid7()
-        fact = FactExtracted(fact_id=fid, source_turn=uuid7(), channel="rule", key=key, value=value,
-                             content=f"fact {i} of {user}", category="identity", importance=float(rng.uniform(0.1, 1)),
-                             tags=[f"t{i % 4}"], embedding=vec, embed_model="synthetic")
-        state, decisions = decide(states.get(user, UserState()), fact, rules, lambda tag: derived_id(fid, tag))
-        states[user] = state
-        for d in decisions:
-            out.append(make_envelope(d.data, user=user, id=derived_id(fid, d.tag), causation=fid, producer="test"))
-        i += 1
-    return out[:n]
 
 
 def stored_total(settings, projector_name: str) -> int:

@@ -1,0 +1,470 @@
+"""What-if: re-derive memory decisions from the facts with other settings, and compare.
+
+`memstream replay whatif --name NAME --set dedup_threshold=0.9 --set decay_rate=0.99 …`
+
+1. Settings with the overrides (validated like the environment variables they stand for) give
+   the memory rules (memstream.domain.memory_rules.Rules.from_settings).
+2. The live log's facts topic, and the memory processor's inputs on the memory topic (erasures,
+   forgetting, recalls, decay ticks), are read partition by partition in append order (the
+   two topics merged by record timestamp, as the live processor met them) and run through the
+   processor's own pure functions — decide(), consolidate(), recalled(), forget() — with the
+   processor's state handling (streams/memory_processor.py), in memory. No embedder, no LLM:
+   facts carry their embeddings.
+3. The decisions, with the ids the processor would give them, and the inputs the projections need
+   (erasures, forgetting, recalls) go to their own topic `<ns>.whatif-<NAME>.memory`, sealed
+   with the users' own data keys (erasing a user makes their what-if content unreadable too).
+4. That topic is projected into shadow read models (Postgres schema `<ns>__whatif_<NAME>`, graph
+   generation of the same name): key-value preferences, pgvector items, the graph. Query them
+   with MEMSTREAM_NAMESPACE=<ns>__whatif_<NAME> MEMSTREAM_LOG_NAMESPACE=<ns>.whatif-<NAME>.
+5. The report: decisions by type, live vs what-if; how many facts (and ticks) were decided
+   differently, with examples; memory items by status and preferences, live vs what-if.
+With no overrides the what-if reproduces the live decisions exactly (same ids, same values): a
+check that the re-derivation is faithful, which the tests make.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated
+
+import orjson
+import psycopg
+from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from psycopg import sql
+from pydantic import TypeAdapter, ValidationError
+
+from memstream.bus import producer_config
+from memstream.config import Settings
+from memstream.errors import ConfigError, InvalidEvent, MemstreamError
+from memstream.ids import derived_id
+from replay import stores
+from replay.audit import summary
+from replay.engine import Replayer, consumer, log_ends
+from replay.progress import Progress, note
+from schemas.codec import decode, encode, make_envelope
+
+PRODUCER = "whatif/1"
+# What the memory processor decides (counted and compared); everything else on the topic is input.
+DECISIONS = ("memory.created", "memory.reinforced", "memory.linked", "memory.superseded", "preference.set",
+             "memory.merged", "memory.deduped", "memory.decayed", "memory.expired", "memory.summarized")
+# Inputs the processor acts on, copied to the what-if topic when the projections need them too.
+CONTROL = ("memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked")
+PASS_THROUGH = ("user.erased", "memory.recalled", "memory.forgotten", "user.forgotten")
+WHATIF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
+
+
+def parse_overrides(settings: Settings, pairs: list[str] | dict) -> tuple[Settings, dict]:
+    """`key=value` pairs (or a dict) → (settings with them, the validated values)."""
+    items = pairs.items() if isinstance(pairs, dict) else [p.partition("=")[::2] for p in pairs]
+    values = {}
+    for key, raw in items:
+        key = key.strip().lower().removeprefix("memstream_")
+        field_info = Settings.model_fields.get(key)
+        if field_info is None or key in ("namespace", "log_namespace_override"):
+            raise ConfigError(f"--set {key}: not a setting (see `memstream config`)")
+        try:
+            kind = Annotated[field_info.annotation, *field_info.metadata] if field_info.metadata else field_info.annotation
+            values[key] = TypeAdapter(kind).validate_python(raw)
+        except ValidationError as exc:
+            raise ConfigError(f"--set {key}={raw}: {exc.errors()[0]['msg']}") from None
+    return settings.model_copy(update=values), values
+
+
+def whatif_names(settings: Settings, name: str) -> tuple[str, Settings]:
+    """(the what-if's log namespace, the settings of its shadow read models)."""
+    if not stores.SHADOW_RE.match(name):
+        raise MemstreamError(f"what-if name {name!r}: use lower-case letters, digits and _")
+    log_ns = f"{settings.log_namespace}.whatif-{name}"
+    shadow = settings.model_copy(update={"namespace": f"{settings.namespace}__whatif_{name}",
+                                         "log_namespace_override": log_ns})
+    return log_ns, shadow
+
+
+def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
+    """Delete and re-create the what-if topic: it is derived, a re-run starts it over."""
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    if topic in admin.list_topics(timeout=10).topics:
+        for fut in admin.delete_topics([topic], operation_timeout=30).values():
+            fut.result()
+    deadline = time.monotonic() + timeout
+    config = {"retention.ms": "-1", "retention.bytes": "-1"}
+    while True:
+        try:
+            for fut in admin.create_topics([NewTopic(topic, num_partitions=settings.partitions, replication_factor=1,
+                                                     config=config)], operation_timeout=30).values():
+                fut.result()
+            break
+        except Exception as exc:   # marked for deletion a moment longer
+            if time.monotonic() > deadline:
+                raise MemstreamError(f"cannot re-create {topic}: {exc}") from None
+            time.sleep(0.5)
+    c = consumer(settings.kafka_bootstrap, "whatif-probe")
+    try:
+        while time.monotonic() < deadline:
+            try:
+                if len(log_ends(c, {topic})) == settings.partitions:
+                    return
+            except Exception:
+                pass
+            time.sleep(0.2)
+    finally:
+        c.close()
+
+
+# -- the memory processor, in memory ------------------------------------------------------------
+
+class _Processor:
+    """streams/memory_processor.py's handling of facts and of its memory-topic inputs, with the
+    state and ledger tables as dicts of their (unsealed) serialised values."""
+
+    def __init__(self, settings: Settings, rules):
+        from memstream.domain.ledger import BUCKETS
+        self.settings, self.rules, self.buckets = settings, rules, BUCKETS
+        self.states: dict[str, bytes] = {}
+        self.ledgers: dict[tuple[str, int], bytes] = {}
+
+    def load(self, user: str):
+        from memstream.domain.ledger import Ledger
+        from memstream.domain.memory_rules import UserState
+        ledger = Ledger(lambda b: orjson.loads(self.ledgers[(user, b)]) if (user, b) in self.ledgers else None)
+        blob = self.states.get(user)
+        return UserState(ledger=ledger) if blob is None else UserState.from_dict(orjson.loads(blob), ledger)
+
+    def save(self, user: str, state) -> None:
+        for b in sorted(state.ledger.dirty):
+            data = state.ledger.dump(b)
+            if data:
+                self.ledgers[(user, b)] = orjson.dumps(data)
+            else:
+                self.ledgers.pop((user, b), None)
+        state.ledger.dirty.clear()
+        self.states[user] = orjson.dumps(state.to_dict())
+
+    def drop(self, user: str) -> None:
+        self.states.pop(user, None)
+        for b in range(self.buckets):
+            self.ledgers.pop((user, b), None)
+
+    def fact(self, fact) -> list[tuple[str, object]]:
+        from memstream.domain.memory_rules import decide
+        state = self.load(fact.user)
+        state, decisions = decide(state, fact.data, self.rules, lambda tag: derived_id(fact.id, tag),
+                                  at=fact.time.timestamp())
+        out = [(fact.user, self._envelope(fact.user, d, fact, fact.correlation)) for d in decisions]
+        self.save(fact.user, state)
+        return out
+
+    def control(self, env, partition: int) -> list[tuple[str, object]]:
+        from memstream.domain.consolidation import consolidate, forget, recalled
+        if env.type == "user.forgotten":
+            self.drop(env.user)
+            return []
+        if env.type == "decay.ticked":
+            from streams.memory_processor import partition_of
+            if env.data.partition != partition:
+                return []
+            # One slice of users per tick event, after `after` in key order, as the processor does; the
+            # continuation ticks it published for the rest are in the live log and come through here too.
+            at = env.time.timestamp()
+            after = (getattr(env.data, "after", None) or "").encode()
+            users = sorted(u for u in self.states
+                           if u.encode() > after and partition_of(u.encode(), self.settings.partitions) == partition)
+            slice_users = getattr(self.settings, "tick_slice_users", None)
+            out = []
+            for user in users[:slice_users] if slice_users else users:
+                state = self.load(user)
+                now = max(state.clock, at)
+                decisions = consolidate(state, self.rules, now, full=True)
+                state.clock = now
+                out += [(user, self._envelope(user, d, env, env.id, f"{user}|")) for d in decisions]
+                self.save(user, state)
+            return out
+        state = self.load(env.user)
+        if env.type == "memory.recalled":
+            changed = recalled(state, env.data.memory_ids, env.time.timestamp())
+        else:
+            changed = sum(forget(state, mid) for mid in env.data.memory_ids)
+        if changed:
+            self.save(env.user, state)
+        return []
+
+    @staticmethod
+    def _envelope(user: str, d, cause, correlation, tag_prefix: str = ""):
+        from streams.memory_processor import PRODUCER as LIVE_PRODUCER
+        when = cause.time if d.at is None else datetime.fromtimestamp(d.at, UTC)
+        return make_envelope(d.data, user=user, time=when, id=derived_id(cause.id, tag_prefix + d.tag),
+                             causation=cause.id, correlation=correlation, producer=LIVE_PRODUCER)
+
+
+def _peek(raw: bytes | None) -> dict:
+    try:
+        return orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+
+
+def _signature(record: dict) -> str:
+    """What a decision says, from its clear fields: compared between live and what-if."""
+    return record.get("id", "") + ":" + record.get("type", "") + ":" + hashlib.md5(
+        orjson.dumps(record.get("data") or {}, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+
+@dataclass
+class WhatIfReport:
+    name: str
+    overrides: dict
+    topic: str
+    shadow_namespace: str
+    live_counts: dict = field(default_factory=dict)
+    whatif_counts: dict = field(default_factory=dict)
+    causes: int = 0
+    differing: int = 0
+    examples: list = field(default_factory=list)
+    skipped_erased: int = 0
+    live_state: dict = field(default_factory=dict)
+    whatif_state: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        types = sorted(set(self.live_counts) | set(self.whatif_counts), key=lambda t: DECISIONS.index(t) if t in DECISIONS else 99)
+        return {"name": self.name, "overrides": self.overrides, "topic": self.topic,
+                "shadow_namespace": self.shadow_namespace,
+                "decisions": {t: {"live": self.live_counts.get(t, 0), "whatif": self.whatif_counts.get(t, 0),
+                                  "delta": self.whatif_counts.get(t, 0) - self.live_counts.get(t, 0)} for t in types},
+                "causes": self.causes, "decided_differently": self.differing, "examples": self.examples,
+                "skipped_erased_facts": self.skipped_erased,
+                "memory": {"live": self.live_state, "whatif": self.whatif_state}, "seconds": round(self.seconds, 2)}
+
+
+def render(report: dict) -> str:
+    lines = [f"what-if {report['name']} {report['overrides']}  →  topic {report['topic']}, "
+             f"read models {report['shadow_namespace']}", "", f"  {'decision':<20}{'live':>10}{'what-if':>10}{'delta':>10}"]
+    for t, c in report["decisions"].items():
+        lines.append(f"  {t:<20}{c['live']:>10,}{c['whatif']:>10,}{c['delta']:>+10,}")
+    lines += ["", f"  {report['decided_differently']:,} of {report['causes']:,} facts/ticks decided differently"]
+    for ex in report["examples"]:
+        lines.append(f"  - {ex['cause_type']} {ex['cause_id']}" + (f": {ex['content']}" if ex.get("content") else ""))
+        lines += [f"      live:    {s}" for s in ex["live"]] or ["      live:    (nothing)"]
+        lines += [f"      what-if: {s}" for s in ex["whatif"]] or ["      what-if: (nothing)"]
+    live, wi = report["memory"]["live"], report["memory"]["whatif"]
+    lines += ["", "  memory items by status (live → what-if): " + ", ".join(
+        f"{k} {live.get(k, 0):,} → {wi.get(k, 0):,}" for k in sorted(set(live) | set(wi)))]
+    return "\n".join(lines)
+
+
+def _state_counts(settings: Settings) -> dict:
+    out: dict = {}
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+        s = sql.Identifier(settings.namespace)
+        if stores.table_exists(conn, settings.namespace, "memory_items"):
+            for status, n in conn.execute(sql.SQL("SELECT status, count(*) FROM {}.memory_items GROUP BY status").format(s)):
+                out[status] = n
+        if stores.table_exists(conn, settings.namespace, "preferences"):
+            out["preferences"] = conn.execute(sql.SQL("SELECT count(*) FROM {}.preferences").format(s)).fetchone()[0]
+    return out
+
+
+def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=None, progress: bool = True,
+           examples: int = 5, project: bool = True) -> WhatIfReport:
+    from memstream.domain.memory_rules import Rules
+    began = time.monotonic()
+    changed, values = parse_overrides(settings, overrides)
+    rules = Rules.from_settings(changed)
+    log_ns, shadow = whatif_names(settings, name)
+    topic = f"{log_ns}.memory"
+    report = WhatIfReport(name, {k: (str(v) if not isinstance(v, (int, float, str, bool)) else v) for k, v in values.items()},
+                          topic, shadow.namespace)
+    own_keys = keys is None
+    if own_keys:
+        from memstream.privacy.keystore import KeyStore
+        keys = KeyStore(settings)
+    try:
+        _fresh_topic(settings, topic)
+        proc = _Processor(changed, rules)
+        live_sig: dict[str, list[str]] = defaultdict(list)
+        wi_sig: dict[str, list[str]] = defaultdict(list)
+        cause_types: dict[str, str] = {}
+        erased_users: set[str] = set()
+        producer = Producer(producer_config(settings, **{"linger.ms": 20}))
+
+        def send(partition: int, key: bytes | None, raw: bytes) -> None:
+            while True:   # the partition is the fact's: one user's decisions stay in one partition, in order
+                try:
+                    producer.produce(topic, value=raw, key=key, partition=partition)
+                    return
+                except BufferError:
+                    producer.poll(0.05)
+
+        facts_t, memory_t = settings.topic("facts"), settings.topic("memory")
+        c = consumer(settings.kafka_bootstrap, "whatif")
+        try:
+            ends = log_ends(c, {facts_t, memory_t})
+            bar = Progress("what-if", sum(ends.values()), enabled=progress)
+            for p in range(settings.partitions):
+                for m in _merged(c, [(facts_t, p), (memory_t, p)], ends):
+                    bar.update(1)
+                    for user, env in _handle(proc, m, facts_t, p, keys, live_sig, cause_types, erased_users, report):
+                        raw = encode(env, keys)
+                        send(p, user.encode(), raw)
+                        wi_sig[env.causation].append(_signature(_peek(raw)))
+                        if env.type in DECISIONS:
+                            report.whatif_counts[env.type] = report.whatif_counts.get(env.type, 0) + 1
+                    if m.topic() == memory_t and _peek(m.value()).get("type") in PASS_THROUGH:
+                        send(p, m.key(), m.value())     # the projections need erasures and forgetting too
+                    producer.poll(0)
+            bar.close()
+        finally:
+            c.close()
+            left = producer.flush(120)
+            if left:
+                raise MemstreamError(f"{left} what-if records undelivered")
+        # per cause (a fact, a tick): the same decisions, with the same clear values?
+        differing = [cid for cid in sorted(live_sig.keys() | wi_sig.keys())
+                     if sorted(live_sig.get(cid, [])) != sorted(wi_sig.get(cid, []))]
+        report.causes = len(live_sig.keys() | wi_sig.keys())
+        report.differing = len(differing)
+        report.examples = _examples(settings, keys, topic, differing[:examples], cause_types)
+
+        if project:
+            from replay.rebuild import drop_shadow, make_projector
+            drop_shadow(settings, shadow, list(WHATIF_PROJECTORS), shadow.namespace)
+            projectors = [make_projector(n, shadow, shadow.namespace) for n in WHATIF_PROJECTORS]
+            try:
+                for pr in projectors:
+                    pr.setup()
+                Replayer(settings.kafka_bootstrap, keys, progress=progress, progress_label="what-if projections").run(projectors)
+            finally:
+                for pr in projectors:
+                    pr.close()
+            report.live_state = _state_counts(settings)
+            report.whatif_state = _state_counts(shadow)
+        report.seconds = time.monotonic() - began
+        note(f"what-if {name}: {report.differing:,} of {report.causes:,} causes decided differently "
+             f"({report.seconds:.1f}s)", progress)
+        return report
+    finally:
+        if own_keys:
+            keys.close()
+
+
+def _handle(proc: _Processor, m, facts_t: str, partition: int, keys, live_sig, cause_types, erased_users,
+            report: WhatIfReport) -> list:
+    from memstream import watermarks
+    if watermarks.parse(m.headers()) is not None or not m.value():
+        return []
+    if m.topic() == facts_t:
+        try:
+            fact = decode(m.value(), keys)
+        except InvalidEvent:
+            return []        # dead-lettered by the live processor
+        if fact.erased:
+            erased_users.add(fact.user)
+            report.skipped_erased += 1
+            return []
+        if fact.type != "fact.extracted":
+            return []
+        cause_types[fact.id] = "fact"
+        return proc.fact(fact)
+    rec = _peek(m.value())
+    kind = rec.get("type")
+    if kind in DECISIONS:
+        if rec.get("user") in erased_users:
+            return []
+        if rec.get("producer", "").startswith("memory-processor"):
+            live_sig[rec.get("causation")].append(_signature(rec))
+            report.live_counts[kind] = report.live_counts.get(kind, 0) + 1
+        return []
+    if kind == "user.erased" and m.key():
+        proc.drop(m.key().decode())
+        return []
+    if kind in CONTROL:
+        try:
+            env = decode(m.value(), keys)
+        except InvalidEvent:
+            return []
+        if env.erased:
+            return []
+        if kind == "decay.ticked":
+            cause_types[env.id] = "tick"
+        return proc.control(env, partition)
+    return []
+
+
+def _merged(c, tps: list[tuple[str, int]], ends: dict):
+    """The records of a few partitions, merged by record timestamp (ties: the order of `tps`)."""
+    live = [tp for tp in tps if ends.get(tp, 0) > 0]
+    if not live:
+        return
+    c.assign([TopicPartition(t, p, 0) for t, p in live])
+    queues: dict[tuple[str, int], list] = {tp: [] for tp in live}
+    done: set = set()
+    while True:
+        need = [tp for tp in live if not queues[tp] and tp not in done]
+        while need:
+            for m in c.consume(num_messages=2000, timeout=0.5):
+                tp = (m.topic(), m.partition())
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        done.add(tp)
+                    continue
+                if m.offset() < ends[tp]:
+                    queues[tp].append(m)
+                if m.offset() + 1 >= ends[tp]:
+                    done.add(tp)
+            need = [tp for tp in live if not queues[tp] and tp not in done]
+        ready = [tp for tp in live if queues[tp]]
+        if not ready:
+            break
+        tp = min(ready, key=lambda x: (queues[x][0].timestamp()[1], live.index(x)))
+        yield queues[tp].pop(0)
+    c.unassign()
+
+
+def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_types: dict) -> list[dict]:
+    """For each differing cause: the fact's content, and the live and what-if decisions in words."""
+    if not causes:
+        return []
+    from replay.audit import _rows
+    from replay.fetch import fetch
+    wanted = set(causes)
+    live_rows = _rows(settings, "causation_id = ANY(%s) OR event_id = ANY(%s)", (list(wanted), list(wanted)))
+    records = fetch(settings, [(r["topic"], r["partition"], r["offset"]) for r in live_rows])
+    by_cause: dict[str, dict] = {cid: {"cause_id": cid, "cause_type": cause_types.get(cid, "?"), "live": [], "whatif": []}
+                                 for cid in causes}
+    for r in live_rows:
+        m = records.get((r["topic"], r["partition"], r["offset"]))
+        rec = _peek(m.value()) if m is not None else {}
+        if r["event_id"] in wanted and r["type"] == "fact.extracted" and m is not None:
+            try:
+                env = decode(m.value(), keys)
+                by_cause[r["event_id"]]["content"] = None if env.erased else env.data.content
+            except InvalidEvent:
+                pass
+        elif r["causation_id"] in wanted and rec.get("type") in DECISIONS:
+            by_cause[r["causation_id"]]["live"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
+    c = consumer(settings.kafka_bootstrap, "whatif-examples")
+    try:
+        ends = log_ends(c, {topic})
+        for tp, end in ends.items():
+            if not end:
+                continue
+            c.assign([TopicPartition(tp[0], tp[1], 0)])
+            seen = 0
+            while seen < end:
+                batch = c.consume(num_messages=2000, timeout=1.0)
+                if not batch:
+                    break
+                for m in batch:
+                    if m.error() is not None:
+                        continue
+                    seen = m.offset() + 1
+                    rec = _peek(m.value())
+                    if rec.get("causation") in wanted and rec.get("type") in DECISIONS:
+                        by_cause[rec["causation"]]["whatif"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
+    finally:
+        c.close()
+    return [by_cause[cid] for cid in causes]
