@@ -45,16 +45,16 @@ class _Calls:
         return "POST", "/v1/recall", {"json": _drop_none({"user": user, "query": query, "k": k, "after": after, **filters})}
 
     @staticmethod
-    def profile(user, after=None):
-        return "GET", f"/v1/users/{user}/profile", {"params": _drop_none({"after": after})}
+    def profile(user, after=None, wait_s=None):
+        return "GET", f"/v1/users/{user}/profile", {"params": _drop_none({"after": after, "wait_s": wait_s})}
 
     @staticmethod
-    def steps(user, task, k=20, after=None):
-        return "GET", f"/v1/users/{user}/tasks/{task}/steps", {"params": _drop_none({"k": k, "after": after})}
+    def steps(user, task, k=20, after=None, wait_s=None):
+        return "GET", f"/v1/users/{user}/tasks/{task}/steps", {"params": _drop_none({"k": k, "after": after, "wait_s": wait_s})}
 
     @staticmethod
-    def session(user, session, after=None):
-        return "GET", f"/v1/users/{user}/sessions/{session}", {"params": _drop_none({"after": after})}
+    def session(user, session, after=None, wait_s=None):
+        return "GET", f"/v1/users/{user}/sessions/{session}", {"params": _drop_none({"after": after, "wait_s": wait_s})}
 
     @staticmethod
     def context(user, query, after=None, **options):

@@ -60,6 +60,15 @@ def pipeline(settings):
     from tests.helpers import WATCHED
     procs = start_pipeline(settings)
     WATCHED.update(procs)
+    # Ready means a turn goes all the way through: on a freshly started broker the faust
+    # workers need a while to create their internal topics and join their groups.
+    from memstream.sdk import MemoryClient
+    from projections.queries import preferences
+    from tests.helpers import wait_for
+    probe = MemoryClient(settings)
+    probe.record_turn("probe-ready", "s", "user", "I live in Probeville")
+    wait_for(lambda: preferences(settings, "probe-ready"), timeout=180, what="the pipeline to be ready")
+    probe.close()
     yield procs
     WATCHED.clear()
     stop_pipeline(procs)

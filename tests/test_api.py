@@ -42,11 +42,12 @@ def test_publish_then_read_your_write_over_http(api_url):
     user = unique_user("http")
     pos = api.record_turn(user, "s1", "user", "我叫李雷，我住在杭州")
     assert pos["topic"].endswith(".turns") and pos["token"].count(":") == 2
-    hits = api.recall(user, "我住在哪里", k=3, after=pos["token"])
+    # wait_s: on a freshly started stack the first publish may take the workers a while
+    hits = api.recall(user, "我住在哪里", k=3, after=pos["token"], wait_s=60)
     assert hits[0]["content"] == "用户住在杭州" and "similarity" in hits[0]["why"]
     assert api.profile(user, after=pos["token"])["preferences"]["name"]["value"] == "李雷"
     step = api.record_step(user, "t1", "opened the editor", kind="tool")
-    assert api.task_steps(user, "t1", k=5, after=step["token"])["steps"][0]["content"] == "opened the editor"
+    assert api.task_steps(user, "t1", k=5, after=step["token"], wait_s=60)["steps"][0]["content"] == "opened the editor"
     assert [m["content"] for m in api.session(user, "s1", after=pos["token"])["messages"]] == ["我叫李雷，我住在杭州"]
     ctx = api.context(user, "where do I live?", session="s1", after=pos["token"], budget=300)
     assert "用户住在杭州" in ctx["text"] and ctx["slots"]["total"]["budget"] == 300
@@ -58,7 +59,7 @@ def test_async_sdk(api_url):
         api = AsyncMemoryApi(api_url)
         user = unique_user("ahttp")
         pos = await api.record_turn(user, "s", "user", "I like sailing")
-        hits = await api.recall(user, "hobbies", after=pos["token"])
+        hits = await api.recall(user, "hobbies", after=pos["token"], wait_s=60)
         await api.aclose()
         return hits
     assert [h["content"] for h in asyncio.run(go())] == ["User likes sailing"]
