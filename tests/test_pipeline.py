@@ -1,11 +1,14 @@
 """The first vertical slice on the real stack: turn → fact → decisions → read models."""
 from __future__ import annotations
 
+import orjson
 from confluent_kafka import Producer
 from neo4j import GraphDatabase
 
 from memstream.bus import producer_config
 from projections.queries import memories, preferences
+from schemas.codec import encode, make_envelope
+from schemas.events import TurnRecorded
 from tests.helpers import unique_user, wait_for
 from tests.kafka_helpers import dead_letters, read_all
 
@@ -54,7 +57,7 @@ def test_memories_reach_neo4j_with_positions_stored(settings, client, pipeline):
         driver.close()
 
 
-def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(settings, client, pipeline):
+def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(settings, client, keys, pipeline):
     user = unique_user("bad")
     raw = Producer(producer_config(settings))
     topic = settings.topic("turns")
@@ -63,18 +66,27 @@ def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(setti
                 on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
     raw.produce(topic, key=user.encode(), value=b"\xff\xfe not json",
                 on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
+    # a well-formed envelope of an unknown version, and a known version missing a field
+    good = orjson.loads(encode(make_envelope(TurnRecorded(session="s", role="user", content="x"), user=user), keys))
+    for mutate in (lambda r: r.update(v=9), lambda r: r["data"].pop("session")):
+        rec = orjson.loads(orjson.dumps(good))
+        mutate(rec)
+        raw.produce(topic, key=user.encode(), value=orjson.dumps(rec),
+                    on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
     raw.flush(10)
     client.record_turn(user, "s1", "user", "I live in Lisbon")
     wait_for(lambda: prefs_by_key(settings, user).get("location"), what="the good turn after the bad ones")
 
     def mine():
         return [d for d in dead_letters(settings) if d["key"] == user and d["consumer"] == "extractor"]
-    dls = wait_for(lambda: len(m := mine()) == 2 and m, what="2 dead letters")
+    dls = wait_for(lambda: len(m := mine()) == 4 and m, what="4 dead letters")
     by_offset = {(d["source"]["partition"], d["source"]["offset"]): d for d in dls}
     assert set(by_offset) == set(delivered)
     reasons = [by_offset[p]["reason"] for p in delivered]
     assert "id: String should match pattern" in reasons[0]
     assert "Invalid JSON" in reasons[1] or "utf-8" in reasons[1].lower()
+    assert "unknown event turn.recorded v9" in reasons[2]
+    assert "data.session: Field required" in reasons[3]
     assert all(d["source"]["topic"] == topic for d in dls)
     # The original bytes are kept only sealed with the user's key, never in the clear.
     assert all(d["sealed_raw"] and d["sealed_raw"]["kid"] for d in dls)
