@@ -86,6 +86,11 @@ def main() -> None:
             print(f"projected {runner.applied:,} events into {name} in {took:.1f}s ({runner.applied / took:,.0f} events/s)")
 
     models = ReadModels(settings)
+    if args.namespace is not None:  # measure over whatever users that namespace holds
+        with models.pool.connection() as conn:
+            users = [u for (u,) in conn.execute(models.q("SELECT DISTINCT user_id FROM {s}.memory_items")).fetchall()]
+            total = conn.execute(models.q("SELECT count(*) FROM {s}.memory_items")).fetchone()[0]
+        args.memories, args.users = total, len(users)
     queries = [" ".join(random.Random(q).sample(WORDS, 2)) for q in range(args.queries)]
     qvecs = [models.embed_query(q) for q in queries[:5]]  # warm the embedder
     for _ in range(20):  # warm connections and caches
