@@ -256,8 +256,17 @@ class TopicReader:
         self.consumer.assign([TopicPartition(topic, p, 0) for p in self.partitions])
 
     def end_offsets(self) -> dict[int, int]:
-        from confluent_kafka import TopicPartition
-        return {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in self.partitions}
+        from confluent_kafka import KafkaException, TopicPartition
+        # Right after a topic is created its partitions may not have a leader yet
+        # (NOT_LEADER_FOR_PARTITION): a transient state, so retry for a while.
+        for attempt in range(50):
+            try:
+                return {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                        for p in self.partitions}
+            except KafkaException:
+                if attempt == 49:
+                    raise
+                time.sleep(0.2)
 
     def poll(self, seconds: float = 0.5) -> list:
         from schemas.codec import decode

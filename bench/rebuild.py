@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--namespace", default=None, help="default: benchrebuild<events>")
     ap.add_argument("--only", nargs="*", help="measure these runs only: all and/or projection names")
     ap.add_argument("--batch", type=int, default=5000)
+    ap.add_argument("--workers", type=int, default=1, help="processes of the bulk load, sharded by partition")
     args = ap.parse_args(argv)
     os.environ["MEMSTREAM_NAMESPACE"] = args.namespace or f"benchrebuild{args.events}"
     os.environ.setdefault("MEMSTREAM_PARTITIONS", "6")
@@ -96,12 +97,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     postgres = [n for n in PROJECTORS if n != "neo4j-graph"]
     runs = args.only or ["all", "postgres", *PROJECTORS]
-    results: dict = {"events": total, "namespace": settings.namespace, "cores": os.cpu_count(), "runs": {}}
+    results: dict = {"events": total, "namespace": settings.namespace, "cores": os.cpu_count(), "workers": args.workers,
+                     "runs": {}}
     for run in runs:
         names = list(PROJECTORS) if run == "all" else postgres if run == "postgres" else [run]
         before = checksums(names)    # what the previous rebuild swapped in (empty the first time)
         began = time.monotonic()
-        rep = rebuild(settings, names, keys=keys, fresh=True, progress=True, batch_size=args.batch)
+        rep = rebuild(settings, names, keys=keys, fresh=True, progress=True, batch_size=args.batch, workers=args.workers)
         wall = time.monotonic() - began
         sums = checksums(names)
         fresh_store = all(":0:" in before[n] or "nodes:0 " in before[n] for n in names)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -61,6 +62,15 @@ def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
             except KafkaException as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise
+        # A created topic's partitions get their leader a moment later; callers that read
+        # offsets at once would see NOT_LEADER_FOR_PARTITION, so return only when they have one.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            md = admin.list_topics(timeout=timeout).topics
+            if all(t.topic in md and md[t.topic].partitions and
+                   all(p.leader >= 0 for p in md[t.topic].partitions.values()) for t in new):
+                break
+            time.sleep(0.1)
     return [t.topic for t in new]
 
 

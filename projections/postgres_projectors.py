@@ -118,12 +118,13 @@ class MemoryItemsProjector(_PostgresProjector):
                           "memory.deduped": "dedup", "memory.expired": "expire", "memory.summarized": "summarize",
                           "memory.recalled": "recall", "memory.forgotten": "forget", "user.forgotten": "erase"}))
 
-    # Kinds written one statement per batch where log order allows (projections/batching.py).
+    # memory.created rows as COPYed into the temp table the insert reads (pg.copy_rows)
     CREATE_COLUMNS = [("memory_id", "text"), ("user_id", "text"), ("key", "text"), ("value", "text"), ("content", "text"),
                       ("category", "text"), ("tags", "text[]"), ("slot_hint", "text"), ("importance", "float4"),
                       ("embedding", "vector"), ("session", "text"), ("fact_id", "text"), ("event_id", "text"),
                       ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("terms", "text[]")]
-    # Each writes the row of its own memory_id; reinforcement and supersession both set updated_at.
+    # Kinds written one statement per batch where log order allows (projections/batching.py). Each
+    # writes the row of its own memory_id; reinforcement and supersession both set updated_at.
     GROUPED = Grouping(("create", "reinforce", "supersede"), refs=own_memory)
 
     def write(self, cur, items: list[Item]) -> None:

@@ -34,7 +34,7 @@ class Failed(MemstreamError):
 def cmd_rebuild(args) -> None:
     from replay.rebuild import rebuild
     report = rebuild(get_settings(), args.projection, since=parse_time(args.since, "--from"), fresh=args.fresh,
-                     progress=not args.quiet, stop_after=args.stop_after, batch_size=args.batch)
+                     progress=not args.quiet, stop_after=args.stop_after, batch_size=args.batch, workers=args.workers)
     if args.json:
         _json(report.as_dict())
     elif report.swapped:
@@ -95,6 +95,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--fresh", action="store_true", help="discard an interrupted rebuild's shadow instead of resuming it")
     s.add_argument("--stop-after", type=int, metavar="N", help="stop after N events without swapping (the next run resumes)")
     s.add_argument("--batch", type=int, default=5000, help="records per batch (default 5000)")
+    s.add_argument("--workers", type=int, default=1,
+                   help="bulk-load in N processes, sharded by partition (each decodes its own partitions)")
     s.add_argument("--quiet", action="store_true", help="no progress on stderr")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_rebuild)

@@ -229,6 +229,15 @@ def test_rebuilding_one_projection_swaps_only_its_tables(mixed, no_embedder):
     assert checksums(ns) == before
 
 
+def test_a_load_sharded_over_processes_equals_live(mixed):
+    ns, keys = mixed
+    names = ["kv-preferences", "neo4j-graph", "task-buffers", "audit-index"]
+    before = checksums(ns, names)
+    report = rebuild(ns, names, keys=keys, fresh=True, progress=False, workers=2)
+    assert report.swapped and report.load.records == log_total(ns)
+    assert checksums(ns, names) == before
+
+
 def test_an_interrupted_rebuild_resumes_from_the_shadow_positions(mixed):
     ns, keys = mixed
     before = checksums(ns)
