@@ -8,7 +8,7 @@ import faust
 from memstream.bus import dead_letter_record
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
-from schemas.codec import KeyRing
+from schemas.codec import KeyRing, decode
 
 log = logging.getLogger("memstream.streams")
 
@@ -53,3 +53,21 @@ class DeadLetters:
         await self.topic.send(key=msg.key, value=dead_letter_record(
             self.keys, reason=exc.reason, topic=msg.topic, partition=msg.partition, offset=msg.offset,
             consumer=self.consumer, key=msg.key, raw=msg.value))
+
+
+async def user_turns(batch, keys: KeyRing, dead: DeadLetters) -> list:
+    """The readable user turns of a batch, in order; unreadable records go to dead letters.
+
+    Only what the user says about themselves is extracted, so assistant/system/tool turns and
+    turns of erased users are skipped (their positions still advance with the batch).
+    """
+    out = []
+    for event in batch:
+        try:
+            env = decode(event.message.value, keys)
+        except InvalidEvent as exc:
+            await dead.send(event, exc)
+            continue
+        if not env.erased and env.type == "turn.recorded" and env.data.role == "user":
+            out.append(env)
+    return out

@@ -13,13 +13,12 @@ from memstream import watermarks
 from memstream.config import Settings
 from memstream.domain.extraction import FactDraft, extract_rules
 from memstream.embedding import Embedder
-from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from memstream.privacy.keystore import KeyStore
-from schemas.codec import decode, encode, make_envelope
+from schemas.codec import encode, make_envelope
 from schemas.envelope import Envelope
 from schemas.events import FactExtracted, TurnRecorded
-from streams.app import DeadLetters, make_app, raw_topic
+from streams.app import DeadLetters, make_app, raw_topic, user_turns
 
 log = logging.getLogger("memstream.extractor")
 PRODUCER = "extractor/1"
@@ -54,14 +53,7 @@ def build(settings: Settings, embedder: Embedder):
         async for batch in stream.take_events(64, within=0.005):
             # 1. decode; bad records go to the dead-letter topic and the batch goes on
             work: list[tuple[Envelope, list[FactDraft]]] = []
-            for event in batch:
-                try:
-                    env = decode(event.message.value, keys)
-                except InvalidEvent as exc:
-                    await dead.send(event, exc)
-                    continue
-                if env.erased or env.type != "turn.recorded" or env.data.role != "user":
-                    continue  # only what the user says about themselves is extracted
+            for env in await user_turns(batch, keys, dead):
                 drafts = extract_rules(env.data.content)
                 if drafts:
                     work.append((env, drafts))

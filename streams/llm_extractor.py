@@ -26,12 +26,11 @@ from memstream.config import Settings
 from memstream.domain.classification import classify
 from memstream.domain.extraction import extract_rules
 from memstream.embedding import Embedder
-from memstream.errors import InvalidEvent
 from memstream.privacy.keystore import KeyStore
-from schemas.codec import decode, encode
+from schemas.codec import encode
 from schemas.envelope import Envelope
 from schemas.events import TurnRecorded
-from streams.app import DeadLetters, make_app, raw_topic
+from streams.app import DeadLetters, make_app, raw_topic, user_turns
 from streams.extractor import fact_from_turn
 from streams.llm_channel import LlmClient, LlmFact
 
@@ -100,16 +99,7 @@ def build(settings: Settings, embedder: Embedder, llm: LlmClient | None = None):
     async def extract(stream):
         async for batch in stream.take_events(batch_size, within=0.05):
             # 1. decode; bad records go to the dead-letter topic and the batch goes on
-            work: list[Envelope] = []
-            for event in batch:
-                try:
-                    env = decode(event.message.value, keys)
-                except InvalidEvent as exc:
-                    await dead.send(event, exc)
-                    continue
-                if env.erased or env.type != "turn.recorded" or env.data.role != "user":
-                    continue  # only what the user says about themselves is extracted
-                work.append(env)
+            work: list[Envelope] = await user_turns(batch, keys, dead)
             if not work:
                 continue
             # 2. ask the LLM about every turn of the batch at once (the client bounds concurrency)

@@ -25,3 +25,17 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2, what: str 
 
 def unique_user(prefix: str = "u") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def assert_same_projections(left, right, what: str) -> None:
+    """Every projector's content checksum under `left` equals the one under `right` settings."""
+    from memstream.workers import PROJECTORS, _projector
+    for name in PROJECTORS:
+        a, b = _projector(name, left), _projector(name, right)
+        a.setup()
+        b.setup()
+        try:
+            assert a.checksum() == b.checksum(), f"{name}: {what}"
+        finally:
+            a.close()
+            b.close()

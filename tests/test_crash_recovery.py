@@ -18,7 +18,7 @@ from memstream.workers import PROJECTORS, _projector, worker_command
 from projections import pg
 from projections.runner import ProjectorRunner
 from schemas.codec import encode
-from tests.helpers import wait_for
+from tests.helpers import assert_same_projections, wait_for
 
 N_EVENTS = 10_000
 
@@ -86,13 +86,5 @@ def test_sigkill_mid_burst_equals_a_clean_run(settings):
     for name in PROJECTORS:
         ProjectorRunner(_projector(name, clean), clean, keys).run(idle_exit_after=3.0)
 
-    for name in PROJECTORS:
-        a, b = _projector(name, live), _projector(name, clean)
-        a.setup()
-        b.setup()
-        try:
-            assert a.checksum() == b.checksum(), f"{name} differs from a clean run after kill -9 at {killed_at}"
-        finally:
-            a.close()
-            b.close()
+    assert_same_projections(live, clean, f"differs from a clean run after kill -9 at {killed_at}")
     keys.close()
