@@ -147,9 +147,9 @@ def wait_quiet(settings, timeout: float = 900.0) -> float:
     a row, 1 s apart. Returns seconds waited."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from memstream.workers import PROJECTORS, _projector
+    from projections.registry import PROJECTORS, build_projector
     consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-probe"})
-    projectors = [_projector(name, settings) for name in PROJECTORS]
+    projectors = [build_projector(name, settings) for name in PROJECTORS]
     for p in projectors:
         p.setup()
     t0 = time.monotonic()
@@ -181,7 +181,7 @@ def freshness(consolidation_every: int, args) -> dict:
     from memstream.config import Settings
     from memstream.ids import uuid7
     from memstream.sdk import MemoryClient
-    from memstream.workers import start_pipeline, stop_pipeline
+    from memstream.app.workers import start_pipeline, stop_pipeline
     from projections.pg import ensure_schema
     from schemas.codec import encode, make_envelope
     from schemas.events import FactExtracted

@@ -25,7 +25,7 @@ def main() -> None:
     from memstream import watermarks
     from memstream.config import get_settings
     from memstream.sdk import MemoryClient
-    from memstream.workers import stop_pipeline, worker_command
+    from memstream.app.workers import stop_pipeline, worker_command
     settings = get_settings()
     client = MemoryClient(settings)
     log = open(settings.stack_dir / "logs" / f"{settings.namespace}-extractor.log", "ab")

@@ -32,7 +32,7 @@ def main() -> None:
     os.environ["MEMSTREAM_NAMESPACE"] = os.environ.get("MEMSTREAM_NAMESPACE", "bench" + uuid.uuid4().hex[:6])
     from memstream.config import get_settings
     from memstream.sdk import MemoryClient
-    from memstream.workers import start_pipeline, stop_pipeline
+    from memstream.app.workers import start_pipeline, stop_pipeline
     from projections.pg import ensure_schema
     settings = get_settings()
     ensure_schema(settings)

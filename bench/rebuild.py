@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from memstream.config import get_settings
     from memstream.privacy.keystore import KeyStore
-    from memstream.workers import PROJECTORS, _projector
+    from projections.registry import PROJECTORS, build_projector
     from replay.rebuild import rebuild
     get_settings.cache_clear()
     settings = get_settings()
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     def checksums(names):
         out = {}
         for name in names:
-            p = _projector(name, settings)
+            p = build_projector(name, settings)
             p.setup()
             try:
                 out[name] = p.checksum()

@@ -42,7 +42,7 @@ def main() -> None:
     from memstream.config import get_settings
     from memstream.ids import derived_id, uuid7
     from memstream.privacy.keystore import KeyStore
-    from memstream.workers import _projector
+    from projections.registry import build_projector
     from projections.runner import ProjectorRunner
     from query.context import ContextRequest, build_context
     from query.recall import RecallRequest, recall
@@ -80,7 +80,7 @@ def main() -> None:
         print(f"published {n:,} events in {time.perf_counter() - t0:.1f}s")
         for name in ("pgvector-items", "kv-preferences", "neo4j-graph"):
             t0 = time.perf_counter()
-            runner = ProjectorRunner(_projector(name, settings), settings, keys)
+            runner = ProjectorRunner(build_projector(name, settings), settings, keys)
             runner.run(idle_exit_after=3.0)
             took = time.perf_counter() - t0 - 3.0
             print(f"projected {runner.applied:,} events into {name} in {took:.1f}s ({runner.applied / took:,.0f} events/s)")

@@ -43,7 +43,7 @@ def main() -> None:
     os.environ["MEMSTREAM_NAMESPACE"] = base
     from memstream.config import get_settings
     from memstream.sdk import MemoryClient
-    from memstream.workers import _projector
+    from projections.registry import build_projector
     from projections.runner import ProjectorRunner
     settings = get_settings()
     users = [f"s{i}" for i in range(1000)]
@@ -66,7 +66,7 @@ def main() -> None:
             # 2. projector throughput: the session-windows projector decodes (unseals) every turn
             keys = client.keys
             client._producer.close()
-            runner = ProjectorRunner(_projector("session-windows", ns), ns, keys)
+            runner = ProjectorRunner(build_projector("session-windows", ns), ns, keys)
             t0 = time.perf_counter()
             runner.run(idle_exit_after=2.0)
             projector_rates[mode].append(runner.applied / (time.perf_counter() - t0 - 2.0))

@@ -16,12 +16,12 @@ turns and task steps stay: forgetting is not erasure) and the record stays.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 
 from memstream.config import Settings
 from projections import pg
 from projections.postgres_projectors import _PostgresProjector
+from projections.memory_refs import memory_ids_of  # noqa: F401  (also the audit index's public reading)
 from projections.runner import Item, runs_by_kind
 from schemas.envelope import Envelope
 
@@ -47,32 +47,8 @@ CREATE INDEX IF NOT EXISTS audit_events_records ON {s}.audit_events (user_id, ty
     WHERE type IN ('user.erased', 'memory.forgotten', 'user.forgotten');
 """
 
-# Fields that name a memory, in any event type, present or future (memory.linked: from_id/to_id).
-_MEMORY_REF = ("memory_id", "superseded_by", "from_id", "to_id", "merged_into", "into_id", "retired_id")
-_MEMORY_REFS = ("memory_ids", "merged_ids", "source_ids", "parent_ids")
 # Records of a deletion: never deleted themselves, never kept out by a tombstone.
 _RECORDS = ("user.erased", "user.forgotten", "memory.forgotten")
-
-
-def memory_ids_of(envelope: Envelope) -> list[str]:
-    """The memory ids an event concerns, in field order, without duplicates. Pure; never raises.
-
-    memory.* and preference.set: their memory ids; fact.extracted: its fact_id (the memory-to-be).
-    Unknown types are read by field name, so a new event type is indexed without a code change.
-    """
-    data = envelope.data
-    if data is None:
-        return []
-    fields = data if isinstance(data, Mapping) else getattr(data, "__dict__", {})
-    found: list = []
-    if envelope.type.startswith("fact."):
-        found.append(fields.get("fact_id"))
-    for name, value in fields.items():
-        if name in _MEMORY_REF or name.endswith("_memory_id"):
-            found.append(value)
-        elif (name in _MEMORY_REFS or name.endswith("_memory_ids")) and isinstance(value, (list, tuple)):
-            found.extend(value)
-    return list(dict.fromkeys(str(v) for v in found if isinstance(v, (str, int)) and str(v)))
 
 
 def ensure_tables(settings: Settings) -> None:

@@ -21,14 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from projections.memory_refs import memory_ids_of
 from projections.runner import Item, runs_by_kind
 
 
 def memory_refs(item: Item) -> list[str]:
     """The memories an event touches (the audit index's reading of its fields)."""
-    from projections.audit_index import (
-        memory_ids_of,  # not at import time: audit_index imports the projectors
-    )
     return memory_ids_of(item.event)
 
 

@@ -32,6 +32,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from memstream import watermarks
 from memstream.errors import InvalidEvent
+from memstream.privacy.keystore import KeyStore
+from projections.registry import build_projector
 from projections.runner import Item, Projector, TopicPart
 from replay.progress import Progress
 from schemas.codec import KeyRing, decode
@@ -272,10 +274,8 @@ def _shard(args) -> ReplayStats:
     """One shard of a parallel load, in its own process (spawned: imports afresh)."""
     settings, names, generation, partitions, batch_size = args
     counter = _COUNTER
-    from memstream.privacy.keystore import KeyStore
-    from replay.rebuild import make_projector
     keys = KeyStore(settings)
-    projectors = [make_projector(n, settings, generation) for n in names]
+    projectors = [build_projector(n, settings, generation) for n in names]
     try:
         for p in projectors:
             p.setup()

@@ -33,7 +33,7 @@ from psycopg import sql
 
 from memstream.config import Settings
 from memstream.errors import MemstreamError
-from memstream.workers import PROJECTORS, _projector
+from projections.registry import PROJECTORS, build_projector
 from projections.runner import Projector, TopicPart
 from replay import stores
 from replay.engine import (
@@ -56,13 +56,7 @@ def resolve_names(projection: str | list[str]) -> list[str]:
     return names
 
 
-def make_projector(name: str, settings: Settings, generation: str | None = None) -> Projector:
-    """A projector of `name` over `settings`; the graph one pinned to `generation` when given
-    (a shadow), else following the namespace's graph pointer (the live one)."""
-    p = _projector(name, settings)
-    if stores.is_graph(name) and generation is not None:
-        p.generation = generation
-    return p
+make_projector = build_projector   # (name, settings, generation=None)
 
 
 @contextmanager

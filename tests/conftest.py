@@ -56,7 +56,7 @@ def client(settings):
 
 @pytest.fixture(scope="session")
 def pipeline(settings):
-    from memstream.workers import start_pipeline, stop_pipeline
+    from memstream.app.workers import start_pipeline, stop_pipeline
     from tests.helpers import WATCHED
     procs = start_pipeline(settings)
     WATCHED.update(procs)

@@ -12,7 +12,8 @@ from neo4j import GraphDatabase
 from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import uuid7
 from memstream.privacy.keystore import KeyStore
-from memstream.workers import PROJECTORS, _projector, start_pipeline, stop_pipeline
+from projections.registry import PROJECTORS, build_projector
+from memstream.app.workers import start_pipeline, stop_pipeline
 from projections import pg
 from projections.graph_generation import RESOLVE
 from projections.queries import audit_events, preferences
@@ -157,7 +158,7 @@ def projectors_caught_up(live, keys) -> bool:
     finally:
         consumer.close()
     for name in PROJECTORS:
-        proj = _projector(name, live)
+        proj = build_projector(name, live)
         proj.setup()
         try:
             stored = proj.positions()
@@ -175,5 +176,5 @@ def assert_replay_reproduces(live, keys) -> None:
     replay = live.model_copy(update={"namespace": live.namespace + "_replay", "log_namespace_override": live.namespace})
     pg.ensure_schema(replay)
     for name in PROJECTORS:
-        ProjectorRunner(_projector(name, replay), replay, keys).run(idle_exit_after=3.0)
+        ProjectorRunner(build_projector(name, replay), replay, keys).run(idle_exit_after=3.0)
     assert_same_projections(live, replay, "the replay differs from the live projection")

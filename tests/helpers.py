@@ -29,9 +29,9 @@ def unique_user(prefix: str = "u") -> str:
 
 def assert_same_projections(left, right, what: str) -> None:
     """Every projector's content checksum under `left` equals the one under `right` settings."""
-    from memstream.workers import PROJECTORS, _projector
+    from projections.registry import PROJECTORS, build_projector
     for name in PROJECTORS:
-        a, b = _projector(name, left), _projector(name, right)
+        a, b = build_projector(name, left), build_projector(name, right)
         a.setup()
         b.setup()
         try:

@@ -12,7 +12,7 @@ import pytest
 
 from memstream.errors import MemstreamError
 from memstream.http_client import AsyncMemoryApi, MemoryApi
-from memstream.workers import worker_command
+from memstream.app.workers import worker_command
 from tests.helpers import unique_user
 
 

@@ -12,7 +12,7 @@ import pytest
 from memstream.bus import EventProducer
 from memstream.erasure import erase_user
 from memstream.ids import uuid7
-from memstream.workers import worker_command
+from memstream.app.workers import worker_command
 from projections.queries import audit_events, memories
 from replay.audit import ERASED, NotFound, memory_audit, render_memory, user_timeline
 from schemas.codec import encode, make_envelope
@@ -99,7 +99,7 @@ def test_audit_on_the_command_line(settings, moved):
 def test_audit_over_http(settings, moved):
     from fastapi.testclient import TestClient
 
-    from query.api import create_app
+    from memstream.app.api import create_app
     user, _, porto, lisbon = moved
     with TestClient(create_app(settings)) as http:
         r = http.get(f"/v1/audit/memories/{porto}")

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memstream.forgetting import forget_memory
-from memstream.ticker import TICKER_USER, publish_ticks
+from memstream.app.forgetting import forget_memory
+from memstream.app.ticker import TICKER_USER, publish_ticks
 from projections.queries import audit_events, preferences
 from streams.memory_processor import partition_of
 from tests.consolidation_helpers import (assert_replay_reproduces, basis, graph_nodes, own_pipeline, pg_items,

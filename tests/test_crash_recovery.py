@@ -14,7 +14,8 @@ import time
 from bench.synthetic import decided_events
 from memstream.bus import EventProducer, ensure_topics
 from memstream.privacy.keystore import KeyStore
-from memstream.workers import PROJECTORS, _projector, worker_command
+from projections.registry import PROJECTORS, build_projector
+from memstream.app.workers import worker_command
 from projections import pg
 from projections.runner import ProjectorRunner
 from schemas.codec import encode
@@ -24,7 +25,7 @@ N_EVENTS = 10_000
 
 
 def stored_total(settings, projector_name: str) -> int:
-    proj = _projector(projector_name, settings)
+    proj = build_projector(projector_name, settings)
     proj.setup()
     try:
         return sum(proj.positions().values())
@@ -84,7 +85,7 @@ def test_sigkill_mid_burst_equals_a_clean_run(settings):
 
     # 4. a clean run of the same projectors over the same log, into separate stores
     for name in PROJECTORS:
-        ProjectorRunner(_projector(name, clean), clean, keys).run(idle_exit_after=3.0)
+        ProjectorRunner(build_projector(name, clean), clean, keys).run(idle_exit_after=3.0)
 
     assert_same_projections(live, clean, f"differs from a clean run after kill -9 at {killed_at}")
     keys.close()

@@ -9,13 +9,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from fastapi.testclient import TestClient
 
-from memstream import cli
-from memstream.forgetting import forget_user
+from memstream.app import cli
+from memstream.app.forgetting import forget_user
 from memstream.sdk import MemoryClient
-from memstream.ticker import publish_ticks
+from memstream.app.ticker import publish_ticks
 from projections import pg
 from projections.queries import audit_events, memories, preferences, session_window
-from query.api import create_app
+from memstream.app.api import create_app
 from schemas.events import MemoryRecalled
 from tests.consolidation_helpers import (assert_replay_reproduces, basis, graph_nodes, own_pipeline, pg_items,
                                          publish, publish_fact, types_for, wait_agree)

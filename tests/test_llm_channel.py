@@ -170,7 +170,7 @@ def llm_server():
 @pytest.fixture(scope="module")
 def llm_worker(settings, pipeline, llm_server):
     """Just the llm-extractor worker, started like start_pipeline starts workers, pointed at the server."""
-    from memstream.workers import LLM_WORKER, stop_pipeline, worker_command
+    from memstream.app.workers import LLM_WORKER, stop_pipeline, worker_command
     log_path = settings.stack_dir / "logs" / f"{settings.namespace}-{LLM_WORKER}.log"
     env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace, "MEMSTREAM_LLM_BASE_URL": llm_server.base_url,
            "MEMSTREAM_LLM_MODEL": "scripted-model", "MEMSTREAM_LLM_TIMEOUT_S": "5"}

@@ -1,5 +1,5 @@
 """The README stays true: its configuration table is the settings' own documentation."""
-from memstream.readme import README, with_config_table
+from memstream.app.readme import README, with_config_table
 
 
 def test_readme_config_table_is_current():

@@ -19,7 +19,8 @@ from bench.synthetic import decided_events
 from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import uuid7
 from memstream.privacy.keystore import KeyStore
-from memstream.workers import PROJECTORS, _projector, worker_command
+from projections.registry import PROJECTORS, build_projector
+from memstream.app.workers import worker_command
 from projections import graph_generation, pg
 from projections.batching import Grouping, grouped_runs
 from projections.runner import Item, ProjectorRunner, kind_by_type, runs_by_kind
@@ -79,13 +80,13 @@ def mixed_log(prefix: str, n_memory: int, dim: int) -> list[tuple[str, Envelope]
 
 def build_live(ns, keys, names=PROJECTORS) -> None:
     for name in names:
-        ProjectorRunner(_projector(name, ns), ns, keys).run(idle_exit_after=2.0)
+        ProjectorRunner(build_projector(name, ns), ns, keys).run(idle_exit_after=2.0)
 
 
 def checksums(ns, names=PROJECTORS) -> dict[str, str]:
     out = {}
     for name in names:
-        p = _projector(name, ns)
+        p = build_projector(name, ns)
         p.setup()
         try:
             out[name] = p.checksum()
@@ -182,7 +183,7 @@ def test_every_table_has_exactly_one_owner(settings):
     """A table a projector adds must be listed in replay/stores.OWNED_TABLES, or a swap would miss it."""
     ns = namespace(settings, "own")
     for name in PROJECTORS:
-        p = _projector(name, ns)
+        p = build_projector(name, ns)
         p.setup()
         p.close()
     with psycopg.connect(ns.pg_dsn(), autocommit=True) as conn:
@@ -262,7 +263,7 @@ def test_an_interrupted_rebuild_resumes_from_the_shadow_positions(mixed):
     assert report.resumed and report.swapped
     # Each Postgres projector applied exactly what its stored shadow positions did not cover.
     postgres = [n for n in PROJECTORS if n != "neo4j-graph"]
-    fresh = {n: log_total(ns, _projector(n, ns).topics) for n in postgres}
+    fresh = {n: log_total(ns, build_projector(n, ns).topics) for n in postgres}
     assert sum(report.load.applied[n] for n in postgres) == sum(fresh.values()) - done_before_kill
     assert checksums(ns) == before
 
@@ -314,7 +315,7 @@ def test_swap_while_the_live_projectors_keep_writing(settings):
 
 
 def stored_positions(ns, name: str) -> dict:
-    p = _projector(name, ns)
+    p = build_projector(name, ns)
     p.setup()
     try:
         return {tp: o for tp, o in p.positions().items() if not tp[0].startswith("watermark:")}

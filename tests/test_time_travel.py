@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from memstream.erasure import erase_user
-from memstream.workers import worker_command
+from memstream.app.workers import worker_command
 from projections.queries import audit_events, preferences
 from query.recall import RecallRequest, recall
 from query.store import ReadModels
@@ -95,7 +95,7 @@ def test_as_of_on_the_command_line(settings, moved):
 def test_as_of_over_http(settings, moved):
     from fastapi.testclient import TestClient
 
-    from query.api import create_app
+    from memstream.app.api import create_app
     with TestClient(create_app(settings)) as http:
         r = http.post("/v1/recall", json={"user": moved, "query": "where do I live?", "k": 3, "as_of": BETWEEN.isoformat()})
         assert r.status_code == 200, r.text

@@ -35,7 +35,7 @@ import re
 import numpy as np
 
 from memstream.domain.ledger import BUCKETS, FACTS_CAP, Entry
-from memstream.domain.memory_rules import Decision, PrefState, Recent, Rules, UserState
+from memstream.domain.memory_state import Decision, PrefState, Recent, Rules, UserState
 from schemas.events import MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemorySummarized
 
 DAY = 86400.0
@@ -287,3 +287,8 @@ def forget(state: UserState, memory_id: str) -> bool:
         if pref.memory_id == memory_id:
             state.prefs[key] = PrefState(pref.version, FORGOTTEN_VALUE, pref.event_id, None)
     return known
+
+
+def consolidation_due(state: UserState, rules: Rules) -> bool:
+    """Every `consolidate_every` stores (0: never)."""
+    return bool(rules.consolidate_every) and state.stores >= rules.consolidate_every

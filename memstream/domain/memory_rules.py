@@ -19,124 +19,16 @@ wall clock.
 """
 from __future__ import annotations
 
-import base64
 import uuid
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from memstream.domain.ledger import Entry, Ledger, add_capped
-from schemas.events import (LATEST, EventData, FactExtracted, MemoryCreated, MemoryLinked, MemoryReinforced,
+from memstream.domain.consolidation import consolidate as run_consolidation
+from memstream.domain.consolidation import consolidation_due
+from memstream.domain.ledger import Entry, add_capped
+from memstream.domain.memory_state import APPLIED_WINDOW, Decision, PrefState, Recent, Rules, UserState
+from schemas.events import (LATEST, FactExtracted, MemoryCreated, MemoryLinked, MemoryReinforced,
                             MemorySuperseded, PreferenceSet)
-
-APPLIED_WINDOW = 32  # facts whose decisions are kept for crash re-delivery; covers any uncommitted tail
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """Thresholds calibrated for the default embedder (docs/calibration.md).
-
-    Consolidation is off (consolidate_every = 0) unless asked for; `from_settings` wires the
-    configured values (default: every 5 stores).
-    """
-    dedup_threshold: float = 0.98
-    link_threshold: float = 0.91
-    recent_window: int = 50
-    link_max: int = 3
-    merge_threshold: float = 0.95
-    consolidate_every: int = 0
-    sweep_max: int = 2000
-    decay_rate: float = 0.995
-    decay_min_change: float = 0.01
-    expire_ttl_days: float = 30.0
-    expire_min_importance: float = 0.3
-    protect_in_degree: int = 3
-    idle_lower_days: float = 14.0
-    idle_factor: float = 0.5
-    idle_summarize_days: float = 30.0
-    idle_expire_days: float = 60.0
-    summary_chars: int = 40
-
-    @classmethod
-    def from_settings(cls, settings) -> "Rules":
-        return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window, settings.link_max,
-                   merge_threshold=settings.merge_threshold, consolidate_every=settings.consolidation_every,
-                   sweep_max=settings.consolidation_sweep_max, decay_rate=settings.decay_rate,
-                   decay_min_change=settings.decay_min_change, expire_ttl_days=settings.expire_ttl_days,
-                   expire_min_importance=settings.expire_min_importance,
-                   protect_in_degree=settings.expire_protect_in_degree, idle_lower_days=settings.idle_lower_days,
-                   idle_factor=settings.idle_factor, idle_summarize_days=settings.idle_summarize_days,
-                   idle_expire_days=settings.idle_expire_days, summary_chars=settings.memory_summary_chars)
-
-
-@dataclass(slots=True)
-class PrefState:
-    version: int
-    value: str
-    event_id: str
-    memory_id: str | None
-
-
-@dataclass(slots=True)
-class Recent:
-    memory_id: str
-    vec: np.ndarray
-    importance: float
-    category: str
-    slot_hint: str | None
-    tags: list[str]
-    key: str | None
-    value: str | None
-    access_count: int = 0
-
-    def to_list(self) -> list:
-        return [self.memory_id, base64.b64encode(self.vec.astype("<f4").tobytes()).decode(), self.importance,
-                self.category, self.slot_hint, self.tags, self.key, self.value, self.access_count]
-
-    @classmethod
-    def from_list(cls, x: list) -> "Recent":
-        return cls(x[0], np.frombuffer(base64.b64decode(x[1]), dtype="<f4").copy(), *x[2:])
-
-
-@dataclass(slots=True)
-class UserState:
-    prefs: dict[str, PrefState] = field(default_factory=dict)
-    recent: list[Recent] = field(default_factory=list)  # oldest first
-    last_memory_id: str | None = None
-    applied: dict[str, list[tuple[str, str, dict]]] = field(default_factory=dict)
-    clock: float = 0.0          # the user's clock: newest event time seen (epoch s); decisions never go back in time
-    stores: int = 0             # stores since the last consolidation
-    dirty: list[str] = field(default_factory=list)  # memories created/reinforced/merged since the last consolidation
-    cursor: int = 0             # ledger bucket the next store-triggered sweep starts at
-    # Not part of to_dict: the processor stores the ledger's buckets separately (see ledger.py).
-    ledger: Ledger = field(default_factory=Ledger)
-
-    def to_dict(self) -> dict:
-        return {"prefs": {k: [p.version, p.value, p.event_id, p.memory_id] for k, p in self.prefs.items()},
-                "recent": [r.to_list() for r in self.recent],
-                "last": self.last_memory_id,
-                "applied": self.applied,
-                "clock": self.clock, "stores": self.stores, "dirty": self.dirty, "cursor": self.cursor}
-
-    @classmethod
-    def from_dict(cls, d: dict, ledger: Ledger | None = None) -> "UserState":
-        return cls(prefs={k: PrefState(*v) for k, v in d.get("prefs", {}).items()},
-                   recent=[Recent.from_list(x) for x in d.get("recent", [])],
-                   last_memory_id=d.get("last"),
-                   applied={k: [tuple(x) for x in v] for k, v in d.get("applied", {}).items()},
-                   clock=d.get("clock", 0.0), stores=d.get("stores", 0), dirty=list(d.get("dirty", [])),
-                   cursor=d.get("cursor", 0), ledger=ledger if ledger is not None else Ledger())
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, UserState) and self.to_dict() == other.to_dict()
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    tag: str          # the derived event id is derived_id(fact event id, tag)
-    data: EventData
-    at: float | None = None  # event time (epoch s) when it is not the cause's own time (consolidation: the user's clock)
-
 
 def time_of(event_id: str) -> float:
     """Event time encoded in a UUIDv7 / derived UUIDv8 id (its 48-bit millisecond prefix); 0 if none."""
@@ -286,14 +178,8 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for,
     del state.dirty[:-rules.recent_window]
     state.stores += 1
     if consolidate and consolidation_due(state, rules):
-        from memstream.domain.consolidation import consolidate as run_consolidation
         decisions += run_consolidation(state, rules, now)
     return state, decisions
-
-
-def consolidation_due(state: UserState, rules: Rules) -> bool:
-    """Every `consolidate_every` stores (0: never)."""
-    return bool(rules.consolidate_every) and state.stores >= rules.consolidate_every
 
 
 def _created(fact: FactExtracted) -> MemoryCreated:

@@ -14,26 +14,15 @@ import time
 from pathlib import Path
 
 from memstream.config import Settings
+from projections.registry import PROJECTORS, build_projector
 
-PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph", "task-buffers", "session-windows", "audit-index")
 WORKERS = ("extractor", "memory", "projectors")
 # The LLM channel runs in its own process and consumer group, so the rule channel never waits for
 # an LLM; start_pipeline starts it only when an endpoint is configured (MEMSTREAM_LLM_BASE_URL).
 LLM_WORKER = "llm-extractor"
-# The decay ticker (memstream/ticker.py): `memstream run` starts it; tests and benchmarks publish
+# The decay ticker (memstream/app/ticker.py): `memstream run` starts it; tests and benchmarks publish
 # their own ticks at chosen event times instead.
 TICKER = "ticker"
-
-
-def _projector(name: str, settings: Settings):
-    from projections.graph_projector import GraphProjector
-    from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
-    from projections.audit_index import AuditIndexProjector
-    from projections.session_windows import SessionWindowsProjector
-    from projections.task_buffers import TaskBuffersProjector
-    return {"kv-preferences": PreferencesProjector, "pgvector-items": MemoryItemsProjector,
-            "neo4j-graph": GraphProjector, "task-buffers": TaskBuffersProjector,
-            "session-windows": SessionWindowsProjector, "audit-index": AuditIndexProjector}[name](settings)
 
 
 def _run_faust(app) -> None:
@@ -57,20 +46,20 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         from streams.memory_processor import build
         _run_faust(build(settings))
     elif name == TICKER:
-        from memstream import ticker
+        from memstream.app import ticker
         ticker.run(settings)
     elif name == "projectors":
         from memstream.privacy.keystore import KeyStore
         from projections.runner import ProjectorRunner, run_until_signalled
         keys = KeyStore(settings)
-        run_until_signalled([ProjectorRunner(_projector(p, settings), settings, keys) for p in projectors])
+        run_until_signalled([ProjectorRunner(build_projector(p, settings), settings, keys) for p in projectors])
     else:
         raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS + (LLM_WORKER, TICKER))}")
 
 
 def worker_command(name: str) -> list[str]:
     """The command line that runs one worker in its own process."""
-    return [sys.executable, "-m", "memstream.cli", "worker", name]
+    return [sys.executable, "-m", "memstream.app.cli", "worker", name]
 
 
 def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | None = None,

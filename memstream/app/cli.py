@@ -77,7 +77,7 @@ def cmd_memories(args) -> None:
 
 
 def _as_of(args) -> datetime:
-    from replay.cli import parse_time
+    from memstream.app.replay_cli import parse_time
     return parse_time(args.as_of, "--as-of")
 
 
@@ -103,7 +103,7 @@ def _wait(models, after: str | None, reads: tuple[str, ...]) -> None:
 
 
 def cmd_recall(args) -> None:
-    from query.api import RECALL_READS
+    from memstream.app.api import RECALL_READS
     from query.recall import RecallRequest, recall
     models = _models()
     try:
@@ -137,7 +137,7 @@ def _published_recall(user: str, hits) -> None:
 
 
 def cmd_profile(args) -> None:
-    from query.api import PROFILE_READS
+    from memstream.app.api import PROFILE_READS
     from query.profile import profile
     models = _models()
     try:
@@ -154,7 +154,7 @@ def cmd_profile(args) -> None:
 def cmd_context(args) -> None:
     import asyncio
 
-    from query.api import PROFILE_READS, RECALL_READS
+    from memstream.app.api import PROFILE_READS, RECALL_READS
     from query.context import ContextRequest, build_context
     models = _models()
     try:
@@ -171,13 +171,14 @@ def cmd_context(args) -> None:
 def cmd_api(args) -> None:
     import uvicorn
 
-    from query.api import create_app
+    from memstream.app.api import create_app
     s = get_settings()
     uvicorn.run(create_app(s), host=args.host or s.api_host, port=args.port or s.api_port, log_level="warning")
 
 
 def cmd_worker(args) -> None:
-    from memstream.workers import PROJECTORS, run_worker
+    from projections.registry import PROJECTORS
+    from memstream.app.workers import run_worker
     only = tuple(args.only.split(",")) if args.only else PROJECTORS
     run_worker(args.name, get_settings(), only)
 
@@ -186,7 +187,7 @@ def cmd_run(args) -> None:
     import signal
     import time
 
-    from memstream.workers import start_pipeline, stop_pipeline
+    from memstream.app.workers import start_pipeline, stop_pipeline
     procs = start_pipeline(get_settings(), ticker=True)
     print("pipeline running: " + ", ".join(f"{n} (pid {p.pid})" for n, p in procs.items()) + "; Ctrl-C stops it")
     stopping = []
@@ -200,7 +201,7 @@ def cmd_run(args) -> None:
 
 
 def cmd_demo(args) -> None:
-    from memstream.demo import run_demo
+    from memstream.app.demo import run_demo
     run_demo(get_settings())
 
 
@@ -210,7 +211,7 @@ def cmd_erase(args) -> None:
 
 
 def cmd_forget(args) -> None:
-    from memstream.forgetting import forget_memory, forget_user
+    from memstream.app.forgetting import forget_memory, forget_user
     if args.what == "memory":
         if not args.user:
             raise MemstreamError("forget memory needs --user")
@@ -225,7 +226,7 @@ def cmd_forget(args) -> None:
 def cmd_ticker(args) -> None:
     import logging
 
-    from memstream import ticker
+    from memstream.app import ticker
     s = get_settings()
     if args.period_s:
         s = s.model_copy(update={"tick_period_s": args.period_s})
@@ -257,7 +258,7 @@ def cmd_schemas(args) -> None:
 def cmd_config(args) -> None:
     from memstream.config import Settings
     if args.update_readme:
-        from memstream.readme import README, update
+        from memstream.app.readme import README, update
         print(f"{README}: {'updated' if update() else 'already current'}")
     elif args.markdown:
         print(Settings.markdown_table())
@@ -395,7 +396,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--update-readme", action="store_true", help="rewrite README.md's configuration table")
     s.set_defaults(fn=cmd_config)
 
-    from replay.cli import add_parsers  # replay rebuild|verify|whatif, audit memory|user
+    from memstream.app.replay_cli import add_parsers  # replay rebuild|verify|whatif, audit memory|user
     add_parsers(sub)
     return p
 

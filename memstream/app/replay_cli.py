@@ -1,4 +1,4 @@
-"""The `memstream replay …` and `memstream audit …` commands (registered by memstream/cli.py)."""
+"""The `memstream replay …` and `memstream audit …` commands (registered by memstream/app/cli.py)."""
 from __future__ import annotations
 
 import sys
@@ -81,7 +81,7 @@ def cmd_audit(args) -> None:
 
 
 def add_parsers(sub) -> None:
-    from memstream.workers import PROJECTORS
+    from projections.registry import PROJECTORS
     choices = [*PROJECTORS, "all"]
 
     r = sub.add_parser("replay", help="rebuild projections from the log, verify them, or re-derive memory what-if")

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from memstream import stack
 from memstream.config import Settings
 from memstream.sdk import MemoryClient
-from memstream.workers import start_pipeline, stop_pipeline
+from memstream.app.workers import start_pipeline, stop_pipeline
 from projections.queries import memories, preferences
 from query.recall import RecallRequest, recall
 from query.store import ReadModels

@@ -1,0 +1,26 @@
+"""The projectors by name: what `memstream worker projectors`, rebuild, verify and what-if build."""
+from __future__ import annotations
+
+from memstream.config import Settings
+from projections.audit_index import AuditIndexProjector
+from projections.graph_projector import GraphProjector
+from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
+from projections.runner import Projector
+from projections.session_windows import SessionWindowsProjector
+from projections.task_buffers import TaskBuffersProjector
+
+PROJECTOR_TYPES: dict[str, type[Projector]] = {
+    "kv-preferences": PreferencesProjector, "pgvector-items": MemoryItemsProjector,
+    "neo4j-graph": GraphProjector, "task-buffers": TaskBuffersProjector,
+    "session-windows": SessionWindowsProjector, "audit-index": AuditIndexProjector,
+}
+PROJECTORS = tuple(PROJECTOR_TYPES)
+
+
+def build_projector(name: str, settings: Settings, generation: str | None = None) -> Projector:
+    """A projector of `name` over `settings`; the graph one pinned to `generation` when given
+    (a shadow being rebuilt), else following the namespace's graph pointer (the live one)."""
+    projector = PROJECTOR_TYPES[name](settings)
+    if generation is not None and isinstance(projector, GraphProjector):
+        projector.generation = generation
+    return projector

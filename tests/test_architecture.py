@@ -1,0 +1,165 @@
+"""The import contract: layers point one way, and no module-level cycle exists anywhere.
+
+Read from the source (AST), so it needs no services. Every import counts, including the ones
+inside functions: a lazy import does not make an upward arrow or a cycle acceptable.
+
+Layers, bottom to top (a module may import its own layer and the ones below it):
+
+  kernel      memstream.errors, .ids, .config, .watermarks    no project imports but each other
+  contract    schemas                                         the event contract
+  core        memstream.domain (pure rules), .privacy, .bus, .embedding, .erasure, .sdk,
+              .http_client, .stack                            adapters at the edges
+  processing  streams | projections                           siblings: neither imports the other
+  read        query
+  replay      replay
+  app         memstream.app                                   entry points: CLI, API, workers, demo, ticker
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("memstream", "schemas", "streams", "projections", "query", "replay")
+
+# (layer rank, group) by module prefix; the longest matching prefix wins.
+LAYERS: dict[str, tuple[int, str]] = {
+    "memstream": (0, "kernel"),           # the package itself and its kernel modules
+    "schemas": (1, "contract"),
+    "memstream.domain": (2, "core"),
+    "memstream.privacy": (2, "core"),
+    "memstream.bus": (2, "core"),
+    "memstream.embedding": (2, "core"),
+    "memstream.erasure": (2, "core"),
+    "memstream.sdk": (2, "core"),
+    "memstream.http_client": (2, "core"),
+    "memstream.stack": (2, "core"),
+    "streams": (3, "streams"),
+    "projections": (3, "projections"),
+    "query": (4, "query"),
+    "replay": (5, "replay"),
+    "memstream.app": (6, "app"),
+}
+KERNEL = {"memstream.errors", "memstream.ids", "memstream.config", "memstream.watermarks", "memstream"}
+# The pure domain: no adapters, no I/O, only the kernel, the contract and itself.
+PURE = "memstream.domain"
+PURE_MAY_IMPORT = ("memstream.domain", "schemas.events", "memstream.errors", "memstream.ids")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            rel = path.relative_to(ROOT).with_suffix("")
+            name = ".".join(rel.parts).removesuffix(".__init__")
+            out[name] = path
+    return out
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every project module `name` imports (module level or inside functions)."""
+    found: set[str] = set()
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # `from pkg import sub` imports the module pkg.sub when it is one
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
+        for t in targets:
+            if t.split(".")[0] in PACKAGES:
+                while t not in known and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in known and t != name:
+                    found.add(t)
+    return found
+
+
+def layer(name: str) -> tuple[int, str]:
+    best = max((p for p in LAYERS if name == p or name.startswith(p + ".")), key=len)
+    if best == "memstream" and name not in KERNEL:
+        raise AssertionError(f"{name}: not placed in a layer (add it to LAYERS in {__file__})")
+    return LAYERS[best]
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports_of(name, path, known) for name, path in mods.items()}
+
+
+def test_every_module_has_a_layer():
+    for name in graph():
+        layer(name)
+
+
+def test_imports_point_down():
+    upward = []
+    for name, deps in graph().items():
+        rank, group = layer(name)
+        for dep in deps:
+            dep_rank, dep_group = layer(dep)
+            if dep_rank > rank or (dep_rank == rank and dep_group != group):
+                upward.append(f"{name} ({group}) imports {dep} ({dep_group})")
+    assert not upward, "imports that run upward or sideways:\n  " + "\n  ".join(sorted(upward))
+
+
+def test_domain_is_pure():
+    impure = [f"{name} imports {dep}" for name, deps in graph().items() if name.startswith(PURE)
+              for dep in deps if not dep.startswith(PURE_MAY_IMPORT)]
+    assert not impure, "the pure domain imports adapters:\n  " + "\n  ".join(sorted(impure))
+
+
+def test_no_import_cycles():
+    g = graph()
+    # Tarjan's strongly connected components; any component of two or more modules is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles:\n  " + "\n  ".join(" ↔ ".join(c) for c in cycles)
+
+
+def test_the_contract_test_catches_an_upward_import(tmp_path):
+    """The checker itself: an upward import in a made-up module is reported."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from memstream.app.cli import main\n")
+    known = set(modules())
+    deps = imports_of("memstream.domain.probe", probe, known)
+    assert "memstream.app.cli" in deps
+    assert layer("memstream.app.cli")[0] > layer("memstream.domain.probe")[0]
