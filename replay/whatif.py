@@ -6,10 +6,9 @@
    the memory rules (memstream.domain.memory_rules.Rules.from_settings).
 2. The live log's facts topic, and the memory processor's inputs on the memory topic (erasures,
    forgetting, recalls, decay ticks), are read partition by partition in append order (the
-   two topics merged by record timestamp, as the live processor met them) and run through the
-   processor's own pure functions — decide(), consolidate(), recalled(), forget() — with the
-   processor's state handling (streams/memory_processor.py), in memory. No embedder, no LLM:
-   facts carry their embeddings.
+   two topics merged by record timestamp, as the live processor met them) and fed to the live
+   processor's own core (streams/memory_core.py, MemoryCore) with its state in dicts. No
+   embedder, no LLM: facts carry their embeddings.
 3. The decisions, with the ids the processor would give them, and the inputs the projections need
    (erasures, forgetting, recalls) go to their own topic `<ns>.whatif-<NAME>.memory`, sealed
    with the users' own data keys (erasing a user makes their what-if content unreadable too).
@@ -27,7 +26,6 @@ import hashlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated
 
 import orjson
@@ -37,22 +35,26 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 from pydantic import TypeAdapter, ValidationError
 
+from memstream import watermarks
 from memstream.bus import producer_config
 from memstream.config import Settings
+from memstream.domain.memory_state import Rules
 from memstream.errors import ConfigError, InvalidEvent, MemstreamError
-from memstream.ids import derived_id
+from memstream.privacy.keystore import KeyStore
 from replay import stores
-from replay.audit import summary
+from replay.audit import _rows, summary
+from replay.fetch import fetch
+from replay.rebuild import drop_shadow, make_projector
 from replay.engine import Replayer, consumer, log_ends
 from replay.progress import Progress, note
-from schemas.codec import decode, encode, make_envelope
+from schemas.codec import decode, encode
+from streams.memory_core import MemoryCore, PlainStates
 
 PRODUCER = "whatif/1"
 # What the memory processor decides (counted and compared); everything else on the topic is input.
 DECISIONS = ("memory.created", "memory.reinforced", "memory.linked", "memory.superseded", "preference.set",
              "memory.merged", "memory.deduped", "memory.decayed", "memory.expired", "memory.summarized")
-# Inputs the processor acts on, copied to the what-if topic when the projections need them too.
-CONTROL = ("memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked")
+# Inputs of the processor that the projections need too: copied to the what-if topic.
 PASS_THROUGH = ("user.erased", "memory.recalled", "memory.forgotten", "user.forgotten")
 WHATIF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
 
@@ -117,87 +119,10 @@ def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
 
 # -- the memory processor, in memory ------------------------------------------------------------
 
-class _Processor:
-    """streams/memory_processor.py's handling of facts and of its memory-topic inputs, with the
-    state and ledger tables as dicts of their (unsealed) serialised values."""
-
-    def __init__(self, settings: Settings, rules):
-        from memstream.domain.ledger import BUCKETS
-        self.settings, self.rules, self.buckets = settings, rules, BUCKETS
-        self.states: dict[str, bytes] = {}
-        self.ledgers: dict[tuple[str, int], bytes] = {}
-
-    def load(self, user: str):
-        from memstream.domain.ledger import Ledger
-        from memstream.domain.memory_rules import UserState
-        ledger = Ledger(lambda b: orjson.loads(self.ledgers[(user, b)]) if (user, b) in self.ledgers else None)
-        blob = self.states.get(user)
-        return UserState(ledger=ledger) if blob is None else UserState.from_dict(orjson.loads(blob), ledger)
-
-    def save(self, user: str, state) -> None:
-        for b in sorted(state.ledger.dirty):
-            data = state.ledger.dump(b)
-            if data:
-                self.ledgers[(user, b)] = orjson.dumps(data)
-            else:
-                self.ledgers.pop((user, b), None)
-        state.ledger.dirty.clear()
-        self.states[user] = orjson.dumps(state.to_dict())
-
-    def drop(self, user: str) -> None:
-        self.states.pop(user, None)
-        for b in range(self.buckets):
-            self.ledgers.pop((user, b), None)
-
-    def fact(self, fact) -> list[tuple[str, object]]:
-        from memstream.domain.memory_rules import decide
-        state = self.load(fact.user)
-        state, decisions = decide(state, fact.data, self.rules, lambda tag: derived_id(fact.id, tag),
-                                  at=fact.time.timestamp())
-        out = [(fact.user, self._envelope(fact.user, d, fact, fact.correlation)) for d in decisions]
-        self.save(fact.user, state)
-        return out
-
-    def control(self, env, partition: int) -> list[tuple[str, object]]:
-        from memstream.domain.consolidation import consolidate, forget, recalled
-        if env.type == "user.forgotten":
-            self.drop(env.user)
-            return []
-        if env.type == "decay.ticked":
-            from streams.memory_processor import partition_of
-            if env.data.partition != partition:
-                return []
-            # One slice of users per tick event, after `after` in key order, as the processor does; the
-            # continuation ticks it published for the rest are in the live log and come through here too.
-            at = env.time.timestamp()
-            after = (getattr(env.data, "after", None) or "").encode()
-            users = sorted(u for u in self.states
-                           if u.encode() > after and partition_of(u.encode(), self.settings.partitions) == partition)
-            slice_users = getattr(self.settings, "tick_slice_users", None)
-            out = []
-            for user in users[:slice_users] if slice_users else users:
-                state = self.load(user)
-                now = max(state.clock, at)
-                decisions = consolidate(state, self.rules, now, full=True)
-                state.clock = now
-                out += [(user, self._envelope(user, d, env, env.id, f"{user}|")) for d in decisions]
-                self.save(user, state)
-            return out
-        state = self.load(env.user)
-        if env.type == "memory.recalled":
-            changed = recalled(state, env.data.memory_ids, env.time.timestamp())
-        else:
-            changed = sum(forget(state, mid) for mid in env.data.memory_ids)
-        if changed:
-            self.save(env.user, state)
-        return []
-
-    @staticmethod
-    def _envelope(user: str, d, cause, correlation, tag_prefix: str = ""):
-        from streams.memory_processor import PRODUCER as LIVE_PRODUCER
-        when = cause.time if d.at is None else datetime.fromtimestamp(d.at, UTC)
-        return make_envelope(d.data, user=user, time=when, id=derived_id(cause.id, tag_prefix + d.tag),
-                             causation=cause.id, correlation=correlation, producer=LIVE_PRODUCER)
+def in_memory_core(settings: Settings, rules: Rules, keys) -> MemoryCore:
+    """The live processor's core (streams/memory_core.py) with its state tables as dicts of
+    unsealed values: the state lives only as long as this what-if."""
+    return MemoryCore(settings, rules, keys, states={}, ledgers={}, codec=PlainStates())
 
 
 def _peek(raw: bytes | None) -> dict:
@@ -270,7 +195,6 @@ def _state_counts(settings: Settings) -> dict:
 
 def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=None, progress: bool = True,
            examples: int = 5, project: bool = True) -> WhatIfReport:
-    from memstream.domain.memory_rules import Rules
     began = time.monotonic()
     changed, values = parse_overrides(settings, overrides)
     rules = Rules.from_settings(changed)
@@ -280,11 +204,10 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
                           topic, shadow.namespace)
     own_keys = keys is None
     if own_keys:
-        from memstream.privacy.keystore import KeyStore
         keys = KeyStore(settings)
     try:
         _fresh_topic(settings, topic)
-        proc = _Processor(changed, rules)
+        core = in_memory_core(changed, rules, keys)
         live_sig: dict[str, list[str]] = defaultdict(list)
         wi_sig: dict[str, list[str]] = defaultdict(list)
         cause_types: dict[str, str] = {}
@@ -307,9 +230,10 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
             for p in range(settings.partitions):
                 for m in _merged(c, [(facts_t, p), (memory_t, p)], ends):
                     bar.update(1)
-                    for user, env in _handle(proc, m, facts_t, p, keys, live_sig, cause_types, erased_users, report):
+                    for out in _handle(core, m, facts_t, p, keys, live_sig, cause_types, erased_users, report):
+                        env = out.envelope
                         raw = encode(env, keys)
-                        send(p, user.encode(), raw)
+                        send(p, out.key.encode(), raw)
                         wi_sig[env.causation].append(_signature(_peek(raw)))
                         if env.type in DECISIONS:
                             report.whatif_counts[env.type] = report.whatif_counts.get(env.type, 0) + 1
@@ -330,7 +254,6 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
         report.examples = _examples(settings, keys, topic, differing[:examples], cause_types)
 
         if project:
-            from replay.rebuild import drop_shadow, make_projector
             drop_shadow(settings, shadow, list(WHATIF_PROJECTORS), shadow.namespace)
             projectors = [make_projector(n, shadow, shadow.namespace) for n in WHATIF_PROJECTORS]
             try:
@@ -351,9 +274,10 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
             keys.close()
 
 
-def _handle(proc: _Processor, m, facts_t: str, partition: int, keys, live_sig, cause_types, erased_users,
+def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, cause_types, erased_users,
             report: WhatIfReport) -> list:
-    from memstream import watermarks
+    """What the core emits for one live record (continuation ticks aside: the live ones are in
+    the log and come through here too); the live decisions are noted for the comparison."""
     if watermarks.parse(m.headers()) is not None or not m.value():
         return []
     if m.topic() == facts_t:
@@ -368,7 +292,7 @@ def _handle(proc: _Processor, m, facts_t: str, partition: int, keys, live_sig, c
         if fact.type != "fact.extracted":
             return []
         cause_types[fact.id] = "fact"
-        return proc.fact(fact)
+        return list(core.on_fact(fact))
     rec = _peek(m.value())
     kind = rec.get("type")
     if kind in DECISIONS:
@@ -378,20 +302,9 @@ def _handle(proc: _Processor, m, facts_t: str, partition: int, keys, live_sig, c
             live_sig[rec.get("causation")].append(_signature(rec))
             report.live_counts[kind] = report.live_counts.get(kind, 0) + 1
         return []
-    if kind == "user.erased" and m.key():
-        proc.drop(m.key().decode())
-        return []
-    if kind in CONTROL:
-        try:
-            env = decode(m.value(), keys)
-        except InvalidEvent:
-            return []
-        if env.erased:
-            return []
-        if kind == "decay.ticked":
-            cause_types[env.id] = "tick"
-        return proc.control(env, partition)
-    return []
+    if kind == "decay.ticked":
+        cause_types[rec.get("id")] = "tick"
+    return [out for out in core.on_memory_record(m.key(), m.value(), partition) if not out.continuation]
 
 
 def _merged(c, tps: list[tuple[str, int]], ends: dict):
@@ -428,8 +341,6 @@ def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_typ
     """For each differing cause: the fact's content, and the live and what-if decisions in words."""
     if not causes:
         return []
-    from replay.audit import _rows
-    from replay.fetch import fetch
     wanted = set(causes)
     live_rows = _rows(settings, "causation_id = ANY(%s) OR event_id = ANY(%s)", (list(wanted), list(wanted)))
     records = fetch(settings, [(r["topic"], r["partition"], r["offset"]) for r in live_rows])

