@@ -14,6 +14,26 @@ from dataclasses import dataclass, field
 
 CATEGORIES = ("identity", "preference", "fact", "episodic", "tool_failure", "policy", "general")
 
+# Kinds of statement the offline statement channel (memstream/domain/statements.py) recognises,
+# each with the category it files under and its base importance. The category vocabulary above is
+# part of the event contract (schemas/events.py `Category`, shared by every memory event), so a
+# statement's finer kind travels as its slot_hint ("occupation", "event", "plan", …) instead of
+# widening that contract: profile-by-category and recall filters keep working unchanged, and
+# the kind is still there for anyone who wants it.
+STATEMENT_KINDS: dict[str, tuple[str, float]] = {
+    "health": ("fact", 0.85),          # conditions, injuries, diets: what an agent must not forget
+    "occupation": ("identity", 0.8),   # job, studies, workplace
+    "age": ("identity", 0.8),
+    "relationship": ("identity", 0.7),  # married, engaged, "my husband is…"
+    "possession": ("fact", 0.65),      # pets, a house, a car
+    "plan": ("episodic", 0.6),         # intentions and upcoming events
+    "event": ("episodic", 0.55),       # something that happened
+    "family": ("fact", 0.55),          # a passing mention of family or friends
+    "opinion": ("preference", 0.5),    # likes, beliefs, favourites
+    "feeling": ("episodic", 0.4),      # how the user feels now
+    "statement": ("fact", 0.35),       # anything else the user says about themselves
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Classification:

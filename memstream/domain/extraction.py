@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
+
+# Bounded cost: extraction looks at the first MAX_CHARS characters of a turn, whatever its length
+# (a pasted log or document is not a statement about the user), and every pattern below is linear
+# in what it looks at, so no turn costs more than a few milliseconds (bench/extraction_offline.py).
+MAX_CHARS = 4000
 
 _STOP = r"[，,。.!！?？;；\n]"
 _VALUE_ZH = rf"([^，,。.!！?？;；\n]{{1,40}}?)(?={_STOP}|$|，|而且|并且|还)"
@@ -18,13 +24,14 @@ _VALUE_EN = rf"([^,.!?;\n]{{1,60}}?)(?={_STOP}|$|\s+(?:and|but|because|since|las
 @dataclass(frozen=True, slots=True)
 class FactDraft:
     rule: str
-    key: str
-    value: str
+    key: str | None          # preference-table slot; None for statement facts (they fill no slot)
+    value: str | None
     content: str
     category: str
     importance: float
     slot_hint: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    event_date: str | None = None   # ISO date the fact's happening resolves to ("last week" → its date)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +56,10 @@ def _en(name, regex, key, value, content, category, importance, slot=None):
 
 # Constraints and standing instructions ("policy"): a clause that starts with the imperative.
 # The look-behind keeps "I don't like…" (a preference) out of "don't …" (an instruction).
-_CLAUSE_EN = r"(?im)(?:^|(?<=[,.!?;:\n]))\s*"
+# Only blanks follow a clause start ([ \t]*, not \s*): with \s* every newline of a run was a
+# clause start whose \s* swallowed the rest of the run, quadratic (a 20 KB run of newlines took
+# 53 s); a line start is already a clause start by (?m)^.
+_CLAUSE_EN = r"(?im)(?:^|(?<=[,.!?;:\n]))[ \t]*"
 _CLAUSE_ZH = r"(?:^|(?<=[，,。.!！?？;；：:\n\s]))"
 
 
@@ -101,8 +111,26 @@ RULES: tuple[_Rule, ...] = (
 )
 
 
+_TRAILING_EN = re.compile(r"(?i)\s+(?:as well|too|also|either|though)$")
+
+
+# Words without which a rule cannot match (checked as substrings of the lower-cased turn, which
+# is far cheaper than running the pattern): a turn pays only for the rules it may fire.
+_GATES: dict[str, tuple[str, ...]] = {
+    "zh.allergy": ("过敏",), "zh.no_eat": ("不吃", "不能吃", "不碰", "忌口"), "zh.no_drink": ("不喝", "不能喝"),
+    "zh.dont": ("不要", "别再", "请勿", "不准", "不许", "禁止"),
+    "zh.always": ("一定要", "必须", "务必", "总是", "始终", "每次都要"),
+    "en.allergy": ("allerg",), "en.no_eat": ("eat",), "en.no_drink": ("drink",),
+    "en.dont": ("never", "don", "do not"), "en.always": ("always",),
+    "zh.name": ("我叫", "名字"), "zh.dislike": ("不喜欢", "讨厌"), "zh.like": ("喜欢", "爱"), "zh.location": ("住在",),
+    "en.name": ("name", "call"), "en.dislike": ("like", "hate"), "en.like": ("like", "love", "enjoy", "prefer"),
+    "en.location": ("live", "living", "moved"),
+}
+
+
 def _clean(value: str) -> str:
-    return value.strip().strip("\"'“”‘’「」").strip()
+    """The captured value without quotes or a trailing "as well"/"too" ("allergic to cats too")."""
+    return _TRAILING_EN.sub("", value.strip().strip("\"'“”‘’「」").strip())
 
 
 def _norm_key(value: str) -> str:
@@ -123,9 +151,19 @@ def _third_person(value: str) -> str:
 
 def extract_rules(text: str) -> list[FactDraft]:
     """All rule facts in a user turn, left to right, one per matched span."""
-    found: list[tuple[int, FactDraft]] = []
+    return [d for _, _, d in rule_spans(text)]
+
+
+def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
+    """(start, end, draft) of each rule fact in the first MAX_CHARS characters, left to right."""
+    text = text[:MAX_CHARS]
+    low = text.lower()
+    found: list[tuple[int, int, FactDraft]] = []
     taken: list[tuple[int, int]] = []
     for rule in RULES:
+        gate = _GATES.get(rule.name)
+        if gate and not any(g in low for g in gate):
+            continue
         for m in rule.pattern.finditer(text):
             start, end = m.span()
             if any(s < end and start < e for s, e in taken):
@@ -136,7 +174,7 @@ def extract_rules(text: str) -> list[FactDraft]:
             if not v:
                 continue
             taken.append((start, end))
-            found.append((start, FactDraft(
+            found.append((start, end, FactDraft(
                 rule=rule.name,
                 key=rule.key.replace("{v}", _norm_key(v)),
                 value=rule.value.replace("{v}", v),
@@ -145,4 +183,39 @@ def extract_rules(text: str) -> list[FactDraft]:
                 importance=rule.importance,
                 slot_hint=rule.slot_hint,
             )))
-    return [d for _, d in sorted(found, key=lambda x: x[0])]
+    return sorted(found, key=lambda x: x[0])
+
+
+def _residual_words(sentence: str) -> int:
+    """How much a sentence says besides its rule facts: English content words, or CJK characters
+    other than 我 and particles (a crude count, enough to tell "nothing more" from "more")."""
+    from memstream.domain.text import STOP
+    cjk = re.findall(r"[\u3400-\u9fff]", sentence)
+    if cjk:
+        return sum(1 for c in cjk if c not in "我你他她们的了是也都很和还而且并就吧啊呢吗")
+    return sum(1 for w in re.findall(r"[a-z][a-z']*", sentence.lower())
+               if w not in STOP and w not in {"i'm", "i've", "so", "too", "now", "really", "also", "very"})
+
+
+def extract_facts(text: str, at: datetime | None = None) -> list[FactDraft]:
+    """Everything worth keeping from a user turn without an LLM: the rule facts (slots: name,
+    location, likes, constraints), then the statement facts (memstream/domain/statements.py) of
+    sentences the rules did not already say. A sentence whose rule facts leave fewer than three
+    content words besides them ("I'm allergic to peanuts.", "我对花生过敏，我喜欢喝咖啡") yields no
+    statement too; one with more to say ("I live in Paris with my husband and two kids") yields both.
+    `at` is the turn's event time, for dates like "last week"."""
+    from memstream.domain.statements import statement_spans
+    rules = rule_spans(text)
+    out: list[tuple[int, FactDraft]] = [(s, d) for s, _, d in rules]
+    for start, end, draft in statement_spans(text, at):
+        inside = [(s, e) for s, e, _ in rules if s < end and start < e]
+        if inside:
+            rest, pos = [], start
+            for s, e in sorted(inside):
+                rest.append(text[pos:max(pos, s)])
+                pos = max(pos, e)
+            rest.append(text[pos:end])
+            if _residual_words(" ".join(rest)) < 3:
+                continue
+        out.append((start, draft))
+    return [d for _, d in sorted(out, key=lambda x: x[0])]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
 
 _WORD = re.compile(r"[0-9]+(?:[.:/-][0-9]+)*|[a-z][a-z0-9']*|[\u3400-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -107,4 +108,176 @@ def date_ranges(text: str, pad: timedelta = timedelta(days=1)) -> list[tuple[dat
                 continue
             taken.append((m.start(), m.end()))
             out.append((start - pad, end + pad))
+    return out
+
+
+# -- dates a turn names relative to its own time ----------------------------------------------
+# "last week", "yesterday", "two days ago", "上周", "昨天", "下个月": a bounded set of phrases,
+# resolved by hand against the turn's event time (never the clock), so extraction stays pure and
+# fast (a general date parser costs milliseconds a sentence). Each match is linear: alternatives
+# of fixed words, no nested repetition.
+
+@dataclass(frozen=True, slots=True)
+class RelativeDate:
+    start: int            # span of the phrase in the text
+    end: int
+    day: date             # the resolved date (first day of a week/month/year/season span)
+    unit: str             # "day", "week", "weekend", "month", "year" or "season"
+    label: str            # how the content sentence names it: "2026-11-23", "2026-10", "summer 2025"
+
+
+_EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
+           "a couple": 2}
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_REL_EN = re.compile(
+    r"\b(?:(?P<dbyd>the day before yesterday)|(?P<datm>the day after tomorrow)"
+    r"|(?P<yday>yesterday|last night)|(?P<today>today|tonight|this morning|this afternoon|this evening)"
+    r"|(?P<tmrw>tomorrow)"
+    r"|(?P<dir>last|next|this)\s+(?P<unit>weekend|week|month|year|" + "|".join(_SEASONS) + "|"
+    + "|".join(_WEEKDAYS) + r")"
+    r"|(?P<n>\d{1,2}|a couple of|a couple|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+    r"\s+(?P<nunit>day|week|month|year)s?\s+ago)\b", re.I)
+_ZH_NUM = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "几": None}
+_ZH_WD = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_REL_ZH = re.compile(
+    r"(?P<zday>大前天|前天|昨天|昨晚|今天|今晚|今早|明天|后天)"
+    r"|(?P<zdir>上|下|这|本)(?:个)?(?P<zwk>周末|周|星期|礼拜)(?P<zwd>[一二三四五六日天])?"
+    r"|(?P<zmdir>上|下|这|本)(?:个)?月"
+    r"|(?P<zyr>前年|去年|今年|明年)"
+    r"|(?P<zn>\d{1,2}|[一两二三四五六七八九十])(?:个)?(?P<znunit>天|周|星期|月|年)(?:以前|前)")
+
+
+# Substrings without which no phrase above can match: most sentences skip the patterns entirely.
+_REL_EN_GATE = ("yesterday", "today", "tonight", "tomorrow", "last", "next", "this", " ago")
+_REL_ZH_GATE = "天晚早周星拜月年"
+
+
+def _month_shift(d: date, months: int) -> date:
+    m = d.year * 12 + d.month - 1 + months
+    return date(m // 12, m % 12 + 1, 1)
+
+
+def _season(d: date, name: str, direction: str) -> date:
+    """First day of the named season: the last one that has ended, the current/coming one, the next."""
+    m = _SEASONS[name]
+    start = date(d.year - (1 if m == 12 and d.month < 3 else 0), m, 1)
+    if direction == "last":
+        while _month_shift(start, 3) > d:
+            start = date(start.year - 1, m, 1)
+    elif direction == "next":
+        while start <= d:
+            start = date(start.year + 1, m, 1)
+    return start
+
+
+def _resolve(unit: str, day: date, season: str | None = None) -> tuple[date, str, str]:
+    if unit == "month":
+        day = date(day.year, day.month, 1)
+        return day, unit, day.strftime("%Y-%m")
+    if unit == "year":
+        return date(day.year, 1, 1), unit, str(day.year)
+    if unit == "season":
+        return day, unit, f"{season} {day.year}"
+    return day, unit, day.isoformat()
+
+
+def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
+    """The relative dates a turn names, resolved against the turn's time `at` (a week: `at` − 7 days,
+    the week it lies in; a month: its first day; "last Friday": the latest Friday before `at`)."""
+    today = at.date()
+    out: list[RelativeDate] = []
+    low = text.lower()
+    en = any(w in low for w in _REL_EN_GATE)
+    zh = any(c in text for c in _REL_ZH_GATE)
+    for m in (_REL_EN.finditer(text) if en else ()):
+        g = {k: (v.lower() if v else v) for k, v in m.groupdict().items()}
+        res: tuple[date, str, str] | None = None
+        if g["dbyd"]:
+            res = _resolve("day", today - timedelta(days=2))
+        elif g["datm"]:
+            res = _resolve("day", today + timedelta(days=2))
+        elif g["yday"]:
+            res = _resolve("day", today - timedelta(days=1))
+        elif g["today"]:
+            res = _resolve("day", today)
+        elif g["tmrw"]:
+            res = _resolve("day", today + timedelta(days=1))
+        elif g["dir"]:
+            d, u = g["dir"], g["unit"]
+            step = {"last": -1, "next": 1, "this": 0}[d]
+            if u == "week":
+                res = _resolve("week", today + timedelta(days=7 * step))
+            elif u == "weekend":
+                sat = today + timedelta(days=(5 - today.weekday()) % 7)       # this (coming) Saturday
+                if d == "last":
+                    sat = today - timedelta(days=(today.weekday() - 5) % 7 or 7)
+                elif d == "next":
+                    sat += timedelta(days=7)
+                res = _resolve("weekend", sat)
+            elif u == "month":
+                res = _resolve("month", _month_shift(today, step))
+            elif u == "year":
+                res = _resolve("year", date(today.year + step, 1, 1))
+            elif u in _SEASONS:
+                res = _resolve("season", _season(today, u, d), u)
+            else:
+                wd = _WEEKDAYS.index(u)
+                if d == "last":
+                    day = today - timedelta(days=(today.weekday() - wd) % 7 or 7)
+                else:
+                    day = today + timedelta(days=(wd - today.weekday()) % 7 or (7 if d == "next" else 0))
+                res = _resolve("day", day)
+        elif g["n"]:
+            n = int(g["n"]) if g["n"].isdigit() else _EN_NUM[g["n"]]
+            u = g["nunit"]
+            if u == "day":
+                res = _resolve("day", today - timedelta(days=n))
+            elif u == "week":
+                res = _resolve("week", today - timedelta(days=7 * n))
+            elif u == "month":
+                res = _resolve("month", _month_shift(today, -n))
+            else:
+                res = _resolve("year", date(today.year - n, 1, 1))
+        if res is not None:
+            out.append(RelativeDate(m.start(), m.end(), *res))
+    for m in (_REL_ZH.finditer(text) if zh else ()):
+        g = m.groupdict()
+        res = None
+        if g["zday"]:
+            off = {"大前天": -3, "前天": -2, "昨天": -1, "昨晚": -1, "今天": 0, "今晚": 0, "今早": 0, "明天": 1, "后天": 2}
+            res = _resolve("day", today + timedelta(days=off[g["zday"]]))
+        elif g["zdir"]:
+            step = {"上": -1, "下": 1, "这": 0, "本": 0}[g["zdir"]]
+            if g["zwk"] == "周末":
+                sat = today + timedelta(days=(5 - today.weekday()) % 7)
+                if step < 0:
+                    sat = today - timedelta(days=(today.weekday() - 5) % 7 or 7)
+                elif step > 0:
+                    sat += timedelta(days=7)
+                res = _resolve("weekend", sat)
+            elif g["zwd"]:
+                monday = today - timedelta(days=today.weekday()) + timedelta(days=7 * step)
+                res = _resolve("day", monday + timedelta(days=_ZH_WD[g["zwd"]]))
+            else:
+                res = _resolve("week", today + timedelta(days=7 * step))
+        elif g["zmdir"]:
+            res = _resolve("month", _month_shift(today, {"上": -1, "下": 1, "这": 0, "本": 0}[g["zmdir"]]))
+        elif g["zyr"]:
+            res = _resolve("year", date(today.year + {"前年": -2, "去年": -1, "今年": 0, "明年": 1}[g["zyr"]], 1, 1))
+        elif g["zn"]:
+            n = int(g["zn"]) if g["zn"].isdigit() else _ZH_NUM[g["zn"]]
+            if n:
+                u = g["znunit"]
+                if u == "天":
+                    res = _resolve("day", today - timedelta(days=n))
+                elif u in ("周", "星期"):
+                    res = _resolve("week", today - timedelta(days=7 * n))
+                elif u == "月":
+                    res = _resolve("month", _month_shift(today, -n))
+                else:
+                    res = _resolve("year", date(today.year - n, 1, 1))
+        if res is not None:
+            out.append(RelativeDate(m.start(), m.end(), *res))
     return out

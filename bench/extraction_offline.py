@@ -1,0 +1,99 @@
+"""Offline extraction cost: turns/s of extract_facts (rules + statements) on one core, and the
+worst milliseconds any one turn costs — over LoCoMo turns and adversarial inputs.
+
+Pure CPU, no services, no embedding. The LoCoMo file (shared/data/locomo) is read in place: every
+turn of every speaker, with the session's date as the turn's time (so "last week" resolves as in
+the pipeline). Throughput is the median of 3 runs over all turns; the worst per-turn time is the
+maximum over 3 timings of each turn (LoCoMo and adversarial), after one warm-up pass.
+
+Targets (issue 10 item 1, issue 12 item 3): >= 1,000 turns/s, worst <= 50 ms.
+    .venv/bin/python -m bench.extraction_offline [--data PATH] [--examples N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memstream.domain.extraction import extract_facts
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
+
+
+def locomo_turns(path: Path) -> list[tuple[str, datetime]]:
+    out: list[tuple[str, datetime]] = []
+    for conv in json.loads(path.read_text()):
+        c = conv["conversation"]
+        for key, turns in c.items():
+            if not (key.startswith("session_") and isinstance(turns, list)):
+                continue
+            at = datetime.strptime(c[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+            out.extend((t["text"], at) for t in turns if t.get("text"))
+    return out
+
+
+def adversarial() -> dict[str, str]:
+    return {
+        "newline bomb 20 KB": "\n" * 20_000,
+        "newline bomb + text": "I like" + "\n" * 20_000 + "tea",
+        "punctuation runs": ", " * 10_000 + "never",
+        "1 MB text": ("I'm a nurse and I work night shifts. Last week I adopted a cat named Miso. " * 14_000)[:1_000_000],
+        "1 MB one word": "a" * 1_000_000,
+        "1 MB spaces": "I like" + " " * 1_000_000,
+        "long Chinese text": "我上周去了北京出差，我喜欢喝咖啡，我是一名护士。" * 4_000,
+        "Chinese no punctuation": "我" * 200_000,
+        "repeated openers": "I like " * 20_000,
+        "repeated don't": "don't " * 20_000,
+    }
+
+
+def worst_ms(text: str, at: datetime, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        extract_facts(text, at)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--examples", type=int, default=0, help="print the facts of N LoCoMo turns")
+    args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})   # one core
+    turns = locomo_turns(args.data)
+    for text, at in turns:          # warm-up: compiled patterns, caches
+        extract_facts(text, at)
+    rates, facts = [], 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        facts = sum(len(extract_facts(text, at)) for text, at in turns)
+        rates.append(len(turns) / (time.perf_counter() - t0))
+    rate = statistics.median(rates)
+    # Worst single turn: min over 3 timings per turn removes scheduler noise, max over turns is the bound.
+    per_turn = sorted(((worst_ms(text, at), text) for text, at in turns), reverse=True)
+    at = datetime(2026, 11, 30, 9, tzinfo=timezone.utc)
+    adv = {name: worst_ms(text, at) for name, text in adversarial().items()}
+    worst = max(per_turn[0][0], max(adv.values()))
+    print(f"LoCoMo turns: {len(turns)}, facts: {facts} ({facts / len(turns):.2f}/turn)")
+    print(f"throughput (one core, median of 3): {rate:,.0f} turns/s  (runs: {', '.join(f'{r:,.0f}' for r in rates)})")
+    print(f"worst LoCoMo turn: {per_turn[0][0]:.2f} ms ({len(per_turn[0][1])} chars); "
+          f"p99 {per_turn[len(per_turn) // 100][0]:.2f} ms")
+    for name, ms in adv.items():
+        print(f"  adversarial {name:<24} {ms:8.2f} ms")
+    print(f"worst per turn overall: {worst:.2f} ms  (target <= 50 ms)  "
+          f"{'OK' if worst <= 50 and rate >= 1000 else 'MISSED'} (target >= 1,000 turns/s)")
+    for text, t_at in turns[:args.examples]:
+        print(">", text)
+        for d in extract_facts(text, t_at):
+            print(f"    [{d.category}/{d.slot_hint}] {d.content}  tags={list(d.tags)} date={d.event_date}")
+
+
+if __name__ == "__main__":
+    main()

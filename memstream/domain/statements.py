@@ -1,0 +1,598 @@
+"""The statement channel of offline extraction: every sentence worth keeping, without an LLM.
+
+The rule channel (extraction.py) fills preference slots (name, location, likes, constraints).
+Most of what people say about themselves fits no slot: "I'm a nurse and I work night shifts",
+"Last week I adopted a cat named Miso", "我下个月要去东京出差". This channel keeps each such
+sentence as a fact in the third person ("User is a nurse and works night shifts"), with:
+
+- a kind (occupation, health, relationship, possession, plan, event, opinion, feeling, …) that
+  picks the category and base importance (classification.STATEMENT_KINDS) and is the slot_hint;
+- tags: the entities it names (capitalised names, quoted titles, the nouns that made its kind);
+- an event date when it names a relative one ("last week", "two days ago", "上周", "下个月"),
+  resolved against the turn's own time `at` (law 2: never the clock), written into the content
+  ("(week of 2026-11-23)") and into FactDraft.event_date.
+
+What is not worth keeping yields nothing: questions, greetings, thanks, acknowledgements,
+encouragement aimed at the other person, sentences that say nothing about the speaker, and
+first-person filler too short to carry a fact ("I will!", "I loved it!").
+
+Pure and bounded: the text examined is capped (MAX_CHARS), every pattern is linear (character
+classes with fixed alternatives, no nested unbounded repetition), so no turn costs more than a
+few milliseconds whatever its length (bench/extraction_offline.py measures it).
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from memstream.domain.classification import STATEMENT_KINDS
+from memstream.domain.extraction import MAX_CHARS, FactDraft
+from memstream.domain.text import STOP, RelativeDate, relative_dates
+
+MAX_SENTENCE_CHARS = 400   # a longer "sentence" (no punctuation) is cut here before it is examined
+MAX_CONTENT_CHARS = 300    # content sentences longer than this are cut at a word boundary
+MAX_STATEMENTS = 12        # per turn: a wall of text does not become a wall of memories
+MAX_TAGS = 8
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+# -- sentences --------------------------------------------------------------------------------
+# A sentence runs to . ! ? 。 ！ ？ … or a newline; "3.5", "Mr." and "Dr." do not end one.
+_SENTENCE = re.compile(
+    r"[^.!?。！？…\n]+(?:(?:(?<=\d)\.(?=\d)|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
+    r"[^.!?。！？…\n]*)*[.!?。！？…]*")
+
+# -- English ----------------------------------------------------------------------------------
+_INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yup|yea|ya|ok|okay|sure|well|so|"
+           r"and|but|also|actually|honestly|haha+|hehe+|lol|hmm+|um+|uh+|totally|absolutely|definitely|thanks|"
+           r"thank you|thx|by the way|btw|on another note|on a different note|anyways?|plus|true|right|exactly|"
+           r"man|dude|omg|gosh|sorry|great|awesome|cool|nice|congrats|congratulations|good|alright|all right|"
+           r"no worries|no way|of course|oh yeah|oh man|speaking of which|funny you ask|guess what|you know what|"
+           r"to be honest|tbh|as for me|for me|don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
+           r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)")
+# Leading interjections and a vocative name: "Hey Caroline, I …", "Thanks, Mel - I …".
+_LEAD_EN = re.compile(r"^(?:(?i:" + _INTERJ + r")\b(?:\s+(?i:so much|a lot|a bunch))?[\s,!.:;~-]*"
+                      r"(?:[A-Z][a-z]+(?:\s[A-Z][a-z]+)?\s*[,!:-]+\s*)?)+")
+# A subject left out in chat: "Just got some new shoes", "Gonna continue my edu".
+def _strip_lead(body: str) -> str:
+    m = _LEAD_EN.match(body)
+    return (body[m.end():] if m else body).strip(" ,-:;")
+
+
+_VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
+_ELIDED = re.compile(r"^(?i:(just\s+|finally\s+|recently\s+)?(got|bought|finished|started|went|had|made|took|adopted|"
+                     r"moved|visited|tried|joined|signed up|gonna|going to|been|working on|planning|heading|"
+                     r"off to|trying|thinking|hoping|learning|reading|watching))\b")
+_ELIDED_WORDS = frozenset("got bought finished started went had made took adopted moved visited tried joined signed "
+                          "gonna going been working planning heading off trying thinking hoping learning reading "
+                          "watching".split())
+# First-person filler: agreement, politeness and encouragement, whatever follows.
+_FILLER_START_EN = re.compile(
+    r"(?i)^(?:let's|let us|let me (?:know|see|think)|hope you|i hope (?:you|it|that|things|everything|so)|"
+    r"i wish you|i'm (?:so |really |very |super )?(?:happy|glad|sorry|proud|thrilled|stoked) (?:for|to hear|about you|that you|you)|"
+    r"i (?:can't|cannot) wait to (?:see|hear|read|try)|i (?:totally |completely |really |fully |100% )?(?:agree|understand)|"
+    r"i know(?: what you mean| right| how you feel| that feeling)?\b|i bet|i see|i guess(?: so)?\b|i think so|"
+    r"i hope so|i will\b|i won't\b|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
+    r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
+    r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
+    r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b)")
+_FILLER_ANY_EN = re.compile(
+    r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
+    r"good to (?:see|hear)|nice to (?:meet|see|hear)|glad to hear|happy for you|proud of you|sorry to hear|"
+    r"means (?:a lot|so much) to me|mean (?:a lot|so much) to me|keep (?:it|that) up|you got this)\b")
+
+_JOBS = ("nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|teacher|professor|lecturer|tutor|engineer|"
+         "software engineer|developer|software developer|programmer|data scientist|scientist|researcher|designer|"
+         "graphic designer|architect|lawyer|attorney|accountant|banker|consultant|analyst|manager|product manager|"
+         "student|grad student|phd student|intern|artist|painter|writer|author|novelist|journalist|editor|"
+         "photographer|filmmaker|musician|singer|dancer|actor|actress|chef|cook|baker|barista|bartender|waiter|"
+         "waitress|cashier|pilot|driver|truck driver|firefighter|police officer|cop|soldier|veteran|farmer|"
+         "mechanic|electrician|plumber|carpenter|contractor|librarian|counselor|counsellor|therapist|psychologist|"
+         "social worker|coach|athlete|player|basketball player|entrepreneur|founder|ceo|freelancer|streamer|"
+         "youtuber|gamer|realtor|secretary|receptionist|clerk|vet|veterinarian|caregiver|nanny|volunteer|"
+         "retiree|stay-at-home mom|stay-at-home dad|homemaker|translator|pastor|priest|activist|instructor|"
+         "trainer|personal trainer|sales rep|salesperson|marketer|ux designer|web developer|biologist|chemist")
+_JOB = r"(?P<job>" + "|".join(sorted(_JOBS.split("|"), key=len, reverse=True)) + r")"
+_OCC_KEY = re.compile(r"(?i)\b(?:i'm|i am|i work as|i'm working as|i worked as|i've been working as)\s+(?:an?\s+)?"
+                      r"(?:(?:full-time|part-time|freelance|registered|senior|junior|lead|head|professional|retired|"
+                      r"new|night|high school|elementary school|middle school|school|ER|ICU)\s+)?" + _JOB + r"s?\b")
+# Vocabularies: words separated by spaces; "_" joins the words of a phrase ("guinea_pig").
+_PETS_W = ("dog dogs cat cats puppy puppies kitten kittens kitty kitties pet pets parrot parrots hamster hamsters "
+           "guinea_pig guinea_pigs goldfish fish horse horses pony ponies turtle turtles tortoise tortoises rabbit "
+           "rabbits bunny bunnies snake snakes lizard lizards bird birds chicken chickens ferret ferrets gecko geckos")
+_THINGS_W = ("car truck house home apartment flat condo bike motorcycle boat garden guitar piano violin drum_set drums "
+             "laptop computer phone camera collection tattoo degree business shop studio cabin")
+_RELATIONS_W = ("wife husband partner spouse son sons daughter daughters kid kids children child baby babies mom mum "
+                "mother dad father parents brother brothers sister sisters sibling siblings grandma grandpa "
+                "grandmother grandfather grandparents grandkids grandchildren aunt uncle cousin cousins nephew niece "
+                "family friend friends best_friend bff boyfriend girlfriend fiance fiancee fiancé fiancée roommate "
+                "roommates neighbor neighbors neighbour neighbours in-laws mother-in-law father-in-law twins mentor ex")
+
+
+def _words(vocab: str) -> list[str]:
+    return [w.replace("_", " ") for w in vocab.split()]
+
+
+def _alt(words) -> str:
+    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+
+_PETS = _alt(_words(_PETS_W))
+_THINGS = _alt(_words(_THINGS_W))
+_RELATIONS = _alt(_words(_RELATIONS_W))
+_ADV = (r"really|also|just|still|usually|always|never|often|sometimes|actually|totally|absolutely|definitely|even|"
+        r"only|finally|recently|generally|mostly|kinda|truly|currently|now|already|too|first|then|once|ever|"
+        r"probably|almost|certainly|seriously|literally|basically|officially|"
+        r"(?!(?:fly|apply|rely|reply|supply|multiply|ally|bully)\b)[a-z]+ly")
+_IRREGULAR_PAST = frozenset(
+    "went got took made had did saw came found gave told thought bought brought caught taught felt left kept met "
+    "ran won lost began sang swam drank ate fell wrote rode drove flew grew knew threw wore tore spoke broke chose "
+    "froze stole woke forgot built sent spent lent bent meant sat stood understood held heard paid said sold "
+    "slept swept wept became overcame hid bit shot lit fought sought read led fed fled spun stuck struck hung "
+    "dug quit shut cut hit put set let hurt cost split spread beat burnt learnt dreamt".split())
+# Past forms that are also present forms ("I let", "I put") do not make a sentence an event.
+_PAST_ONLY = sorted(_IRREGULAR_PAST - frozenset("read quit shut cut hit put set let hurt cost split spread beat".split()))
+_KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
+    ("health", re.compile(
+        r"(?i)\b(?:allerg\w*|diagnos\w*|disease|illness|sick|injur\w*|hurt my|broke my|sprained|surgery|hospital\w*|"
+        r"my doctor|medication|meds|prescri\w*|diabet\w*|asthma|cancer|tumou?r|pregnan\w*|depress\w*|anxiety|adhd|"
+        r"autis\w*|migraines?|accident|blood pressure|vegetarian|vegan|gluten|lactose|intoleran\w*|recover\w*|"
+        r"chronic|insomnia|covid|the flu|a fever|physical therapy|rehab|concussion|arthritis|allergies)\b")),
+    ("occupation", re.compile(
+        r"(?i)\b(?:i work(?:ed)? (?:as|at|for|in|with|night|day|long|late|from home|remotely|full-time|part-time)\b|"
+        r"i work$|i'm working (?:as|at|for|in)|careers?|jobs|night shifts?|day shifts?|my (?:job|career|boss|"
+        r"manager|coworkers?|co-workers?|colleagues?|company|shifts?|clients?|students?|patients?|office|startup|"
+        r"workplace|employer|internship|classes|degree|major|thesis|dissertation|promotion)|(?:a|new|the|first|dream|"
+        r"part-time|full-time) job|i (?:teach|study|studied|founded) |i'm (?:studying|majoring|a (?:freshman|"
+        r"sophomore|junior|senior)\b)|got (?:promoted|hired|fired|laid off)|quit my job|"
+        r"(?:i'm|i am|i was|work(?:ed|ing)? as|i've been) (?:an?|the) (?:\w+ )?" + _JOB + r")\b")),
+    ("age", re.compile(r"(?i)\b(?:i'm|i am|i turned|i just turned|i'll be|i will be) (?:\d{1,3})"
+                       r"(?: years? old\b|\b)(?!\s*(?:%|percent|minutes?|mins|hours?|days?|weeks?|months?|times|miles|"
+                       r"km|dollars|bucks|pounds|lbs|kg)|[.,:]\d)")),
+    ("relationship", re.compile(
+        r"(?i)\b(?:(?:got|am|i'm|we're|we got|are|were|just got|getting) (?:married|engaged|divorced|separated)|"
+        r"(?:i'm|i am) (?:single|a (?:mom|mother|dad|father|parent|grandma|grandpa|widow|widower))|started dating|"
+        r"(?:we've|we have) been (?:married|together|dating)|my (?:" + _RELATIONS + r") (?:is|was|and i are)\b|"
+        r"(?:i have|i've got) (?:a|an|two|three|four|\d) (?:\w+ )?(?:" + _RELATIONS + r"))\b")),
+    ("possession", re.compile(
+        r"(?i)\b(?:(?:i|we)\s+(?:(?:just|recently|finally|also|even|now|still)\s+)?(?:have|own|got|bought|adopted|"
+        r"rescued|purchased|inherited|'ve got|have got|'ve adopted)\s+(?:(?:a|an|two|three|four|five|some|another|"
+        r"new|\d+|little|cute|big|small|old|beautiful|second|first|lovely|gorgeous)\s+){0,3}(?P<thing>" + _PETS + "|"
+        + _THINGS + r")|(?:adopted|rescued) (?:a|an|two|three|my|our)|my (?:new |own |little |old |sweet )?(?P<pet>"
+        + _PETS + r")\b|(?:" + _PETS + r") (?:named|called))\b")),
+    ("plan", re.compile(
+        r"(?i)\b(?:(?:i'm|i am|we're|we are)\s+(?:(?:" + _ADV + r"|so|really)\s+)*(?:going to|gonna|planning|"
+        r"hoping|thinking (?:of|about)|about to|looking forward|considering|aiming|preparing|getting ready|"
+        r"headed|heading|off to)|(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?:will|plan|intend|want to|hope to|"
+        r"would like to|wanna|aim to|am going)|(?:i|we)'ll|(?:i|we)'d (?:like|love) to|my (?:plan|goal|dream) is|"
+        r"next (?:week|month|year|weekend|summer|spring|fall|autumn|winter|time)|tomorrow|this (?:weekend|coming)|"
+        r"upcoming)\b")),
+    ("event", re.compile(
+        r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?!(?:loved|liked|enjoyed|hated|adored|admired|preferred)\b)"
+        r"(?P<past>[a-z]+ed|" + "|".join(_PAST_ONLY) + r")|"
+        r"(?:i've|we've|i have|we have)\s+(?:(?:" + _ADV + r")\s+)*(?:been|had|done|made|started|finished|got|"
+        r"gotten|visited|seen|tried|taken|learned|joined|begun|written|read|won|[a-z]+ed))\b")),
+    ("family", re.compile(r"(?i)\b(?:my|our) (?:" + _RELATIONS + r")\b")),
+    ("opinion", re.compile(
+        r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?:think|believe|love|loved|like|liked|enjoy|enjoyed|prefer|"
+        r"hate|hated|adore|admire|recommend|can't stand|find)|my (?:all-time )?favou?rite|(?:important|special|"
+        r"meaningful|precious|dear) to (?:me|us)|means? (?:a lot|the world|so much|everything) to (?:me|us)|"
+        r"(?:i'm|i am) (?:a )?(?:big |huge )?fan of|(?:is|are) (?:a )?(?:big |huge )?(?:part|passion) of my)\b")),
+    ("feeling", re.compile(
+        r"(?i)\b(?:(?:i|we)(?:'m| am| was| were|'re| feel| felt|'ve been| have been| get| got)\s+(?:(?:so|really|"
+        r"very|super|pretty|kinda|kind of|quite|a bit|a little|totally|completely|truly|incredibly|extremely|"
+        r"feeling|still|just|also)\s+)*(?:excited|happy|proud|grateful|thankful|stressed|nervous|anxious|sad|"
+        r"tired|exhausted|overwhelmed|swamped|scared|worried|lonely|bored|glad|thrilled|pumped|motivated|"
+        r"inspired|blessed|lucky|frustrated|upset|angry|disappointed|hopeful|relieved|content|calm|relaxed|busy|"
+        r"curious|confident|determined|passionate|stuck|lost|burnt out|burned out|homesick|heartbroken)|"
+        r"i(?:'ve| have) been feeling)\b")),
+)
+# The catch-all kind needs the speaker as a subject ("I …", "we …", "My …" opening the sentence):
+# "It made me feel connected", "Books guide me" say more about the book than about the user.
+_STRONG = frozenset({"health", "occupation", "age", "relationship", "possession"})
+
+# Gates: a kind's pattern runs only when the sentence has a word it needs (a set lookup on the
+# sentence's tokens costs far less than scanning it with a pattern of many alternatives).
+_TOKEN = re.compile(r"\w[\w'-]*")
+_DIGIT = re.compile(r"\d")
+_JOB_WORDS = frozenset(w for job in _JOBS.split("|") for w in job.split())
+_PET_WORDS = frozenset(w for p in _words(_PETS_W) for w in p.split())
+_THING_WORDS = frozenset(w for p in _words(_THINGS_W) for w in p.split())
+_RELATION_WORDS = frozenset(w for p in _words(_RELATIONS_W) for w in p.split())
+_FEELINGS = frozenset("excited happy proud grateful thankful stressed nervous anxious sad tired exhausted overwhelmed "
+                      "swamped scared worried lonely bored glad thrilled pumped motivated inspired blessed lucky "
+                      "frustrated upset angry disappointed hopeful relieved content calm relaxed busy curious confident "
+                      "determined passionate stuck lost burnt burned homesick heartbroken feeling".split())
+
+
+def _has(words: str):
+    vocab = frozenset(words.split())
+    return lambda toks, low: not vocab.isdisjoint(toks)
+
+
+def _has_any(*sets: frozenset):
+    vocab = frozenset().union(*sets)
+    return lambda toks, low: not vocab.isdisjoint(toks)
+
+
+_HEALTH_STEMS = ("allerg", "diagnos", "injur", "hospital", "prescri", "diabet", "pregnan", "depress", "autis",
+                 "intoleran", "recover")
+_HEALTH_WORDS = frozenset("disease illness sick hurt broke sprained surgery doctor medication meds asthma cancer tumor "
+                          "tumour anxiety adhd migraine migraines accident blood vegetarian vegan gluten lactose chronic "
+                          "insomnia covid flu fever therapy rehab concussion arthritis".split())
+_EVENT_WORDS = frozenset(_PAST_ONLY) | frozenset("been had done made got gotten seen taken begun written won read "
+                                                 "i've we've".split())
+_GATE_EN = {
+    "health": lambda toks, low: not _HEALTH_WORDS.isdisjoint(toks) or any(st in low for st in _HEALTH_STEMS),
+    "occupation": _has_any(_JOB_WORDS, frozenset(
+        "work worked working shift shifts job jobs career careers boss manager coworker coworkers co-worker co-workers "
+        "colleague colleagues company clients client students patients office startup workplace employer internship "
+        "classes degree major thesis dissertation promotion teach study studied founded studying majoring freshman "
+        "sophomore junior senior promoted hired fired laid quit".split())),
+    "age": lambda toks, low: _DIGIT.search(low) is not None,
+    "relationship": _has_any(_RELATION_WORDS, frozenset(
+        "married engaged divorced separated single dating together widow widower parent".split())),
+    "possession": _has_any(_PET_WORDS, _THING_WORDS, frozenset({"adopted", "rescued"})),
+    "plan": _has("going gonna planning hoping thinking about looking considering aiming preparing getting headed "
+                 "heading off will plan intend want hope would wanna aim i'll we'll i'd we'd next tomorrow weekend "
+                 "coming upcoming goal dream"),
+    "event": lambda toks, low: not _EVENT_WORDS.isdisjoint(toks) or any(t.endswith("ed") for t in toks),
+    "family": _has_any(_RELATION_WORDS),
+    "opinion": _has("think believe love loved like liked enjoy enjoyed prefer hate hated adore admire recommend can't "
+                    "find favorite favourite important special meaningful precious dear means mean fan part passion"),
+    "feeling": _has_any(_FEELINGS),
+}
+_FP_WORDS = frozenset("i i'm i've i'll i'd me my mine myself we we're we've we'll we'd us our ours ourselves".split())
+_SUBJECT_WORDS = frozenset("i i'm i've i'll i'd we we're we've we'll we'd".split())
+_YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split())
+_FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got".split())
+
+
+def _third_person_verb(word: str) -> str:
+    lw = word.lower()
+    irregular = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "haven't": "hasn't", "were": "was",
+                 "go": "goes", "dont": "doesn't", "ain't": "isn't", "'m": "is"}
+    if lw in irregular:
+        return irregular[lw]
+    if (lw in _IRREGULAR_PAST or lw.endswith(("ed", "ing", "n't")) or not lw.isalpha()
+            or lw in {"was", "can", "could", "will", "would", "should", "might", "must", "may", "had", "did",
+                      "cannot", "used", "gotta", "got", "too", "myself", "and", "or", "who", "that", "as", "a", "the",
+                      "an", "to", "in", "on", "at", "for", "with", "of", "if", "when", "because", "since", "but"}):
+        return word
+    if lw.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return word + "es"
+    if lw.endswith("y") and len(lw) > 1 and lw[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+_PRONOUN = re.compile(r"\b(?:(?P<icontr>[Ii]'(?:m|ve|ll|d))|(?P<iam>[Ii] am)|(?P<i>[Ii])|(?P<wecontr>[Ww]e'(?:re|ve|ll|d))"
+                      r"|(?P<other>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Uu]s|[Oo]ur|[Oo]urs|[Oo]urselves))\b")
+_VERB_AFTER = re.compile(r"((?:\s+(?:" + _ADV + r"))*)\s+([A-Za-z']+)")
+_COORD = re.compile(r"(?:,\s*|\s)(?:and|but|so|then|or)\s+$")
+_PLURAL_SUBJECT = re.compile(r"[A-Za-z]\s+and\s+$")      # "Anthony and I went", not ", and I want"
+_LATER = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "our": "their", "ours": "theirs",
+          "ourselves": "themselves", "us": "them"}
+_HAD_NEXT = frozenset("been had never already just gone done seen forgotten known got gotten".split())
+_OTHERS = {"me": "User", "my": "User's", "mine": "User's", "myself": "themselves", "we": "User and others",
+           "us": "User and others", "our": "User's", "ours": "User's", "ourselves": "themselves"}
+
+
+def third_person_en(text: str) -> str:
+    """First person → "User": I → User (with the verb agreeing: "I work" → "User works"), I'm → User
+    is, I've → User has, my → User's, me → User, we → User and others. "I" after "and" in a clause
+    that already has the user as subject is dropped: "I'm a nurse and I work…" → "… and works…"."""
+    out: list[str] = []
+    pos = 0
+    seen_i = False     # "I" was the subject already: "… and I work" drops the second subject
+    named = False      # "User" is written once; later my/me/myself become their/them/themselves
+    for m in _PRONOUN.finditer(text):
+        if m.start() < pos:
+            continue
+        out.append(text[pos:m.start()])
+        pos = m.end()
+        g = m.lastgroup
+        tok = m.group(0)
+        if g in ("icontr", "iam"):
+            suffix = tok[-2:].lower() if g == "icontr" else "am"
+            nxt = _VERB_AFTER.match(text, pos)
+            word = {"'m": "is", "am": "is", "ve": "has", "ll": "will"}.get(suffix.lstrip("'"))
+            if suffix == "'d":
+                word = "had" if nxt and (nxt.group(2).lower() in _HAD_NEXT) else "would"
+            elif suffix == "'m":
+                word = "is"
+            drop = seen_i and _COORD.search(text, max(0, m.start() - 8), m.start()) is not None
+            out.append(word if drop else "User " + word)
+            seen_i = named = True
+        elif g == "i":
+            drop = seen_i and _COORD.search(text, max(0, m.start() - 8), m.start()) is not None
+            nxt = _VERB_AFTER.match(text, pos)
+            plural = _PLURAL_SUBJECT.search(text, max(0, m.start() - 30), m.start()) is not None and not drop
+            if nxt and not plural:
+                out.append(("" if drop else "User") + nxt.group(1) + " " + _third_person_verb(nxt.group(2)))
+                if drop:
+                    out[-1] = out[-1].lstrip()
+                pos = nxt.end()
+            else:
+                out.append("" if drop else "User")
+            seen_i = named = True
+        elif g == "wecontr":
+            out.append("User and others " + {"re": "are", "ve": "have", "ll": "will", "d": "would"}[tok[3:].lower()])
+            named = True
+        else:
+            low = tok.lower()
+            out.append(_LATER[low] if named and low in _LATER else _OTHERS[low])
+            named = True
+    out.append(text[pos:])
+    s = "".join(out)
+    return re.sub(r"  +", " ", s)
+
+
+_CAPWORDS = re.compile(r"[A-Z](?<![\w'’][A-Z])[\w'’-]*(?:\s+(?:of\s+|the\s+|de\s+|von\s+)?[A-Z][\w'’-]*)*")
+_QUOTED = re.compile(r"[\"“]([^\"”\n]{2,60})[\"”]")
+_NOT_ENTITY = frozenset(
+    "i i'm i've i'll i'd user user's the a an my our we it it's this that these those there here he she they "
+    "his her their you your yes yeah yep no oh wow hey hi hello thanks thank so and but also just last next "
+    "this today yesterday tomorrow monday tuesday wednesday thursday friday saturday sunday what when where why "
+    "how who if as at in on for to of with from by after before since then well ok okay sure great awesome "
+    "cool nice lol haha btw anyway anyways plus right true gonna let let's my me mine us one two some any all "
+    "every each both most many much more such very really can could would should will did do does had have has "
+    "is was are were be been being not never always sometimes maybe guess totally definitely absolutely "
+    "actually honestly finally recently lately sorry please congrats congratulations aww dude man omg gosh".split())
+_TAG_VOCAB = frozenset(_words(_PETS_W) + _words(_RELATIONS_W) + _JOBS.split("|") + [
+    t for t in _words(_THINGS_W) if t != "home"] + _words(
+    "allergy surgery hospital diabetes asthma cancer pregnancy vegetarian vegan wedding birthday conference concert "
+    "marathon trip vacation camping hiking painting pottery yoga basketball soccer football tennis guitar piano violin "
+    "book novel movie film game race competition tournament interview exam graduation promotion night_shift "
+    "night_shifts"))
+
+
+def _vocab_tags(low: str) -> list[str]:
+    toks = _TOKEN.findall(low)
+    out = [t for t in toks if t in _TAG_VOCAB]
+    out.extend(b for b in map(" ".join, zip(toks, toks[1:])) if b in _TAG_VOCAB)
+    return out
+
+
+def _tags_en(body: str, extra: list[str]) -> tuple[str, ...]:
+    tags: list[str] = []
+    for m in _CAPWORDS.finditer(body):
+        words = m.group(0).replace("’", "'").split()
+        if m.start() == 0:
+            # capitalised by position, not as a name: "Seeing…", "Books…", "Especially…", "They're…"
+            first = words[0].lower()
+            if first.endswith(("ing", "ly", "'re", "'ve", "'ll", "'d", "'m")) or (first.endswith("s") and not
+                                                                                first.endswith(("ss", "'s"))):
+                words.pop(0)
+        while words and words[0].lower().removesuffix("'s") in _NOT_ENTITY:
+            words.pop(0)
+        while words and words[-1].lower() in _NOT_ENTITY:
+            words.pop()
+        if not words:
+            continue
+        tag = " ".join(words)
+        tag = tag[:-2] if tag.endswith("'s") else tag
+        if len(tag) > 1:
+            tags.append(tag.lower())
+    tags.extend(m.group(1).strip().lower() for m in _QUOTED.finditer(body))
+    tags.extend(_vocab_tags(body.lower()))
+    tags.extend(extra)
+    return _dedup(tags)
+
+
+def _dedup(tags: list[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for t in tags:
+        t = re.sub(r"\s+", " ", t).strip(" ,.'\"")
+        if t and t not in out:
+            out.append(t)
+    return tuple(out[:MAX_TAGS])
+
+
+def _content_words_en(low: str) -> int:
+    return sum(1 for w in _TOKEN.findall(low)
+               if w not in STOP and w not in _NOT_ENTITY and w not in {"i'm", "i've", "so", "too", "it's"})
+
+
+_DATE_EN = {"day": "on {}", "week": "week of {}", "weekend": "weekend of {}", "month": "in {}", "year": "in {}",
+            "season": "in {}"}
+_DATE_ZH = {"day": "{}", "week": "{} 那一周", "weekend": "{} 那个周末", "month": "{}", "year": "{}年", "season": "{}"}
+_SEASON_ZH = {"spring": "春天", "summer": "夏天", "fall": "秋天", "autumn": "秋天", "winter": "冬天"}
+
+
+def _remove_span(text: str, start: int, end: int) -> str:
+    left, right = text[:start].rstrip(" ,，"), text[end:].lstrip(" ,，")
+    space = " " if left and right and left[-1].isascii() and right[0].isascii() and right[0] not in ",.!?;:" else ""
+    return (left + space + right).strip(" ,-，")
+
+
+def _cap(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+def _kind(patterns, body: str) -> tuple[str, re.Match | None]:
+    for kind, pat in patterns:
+        m = pat.search(body)
+        if m:
+            return kind, m
+    return "statement", None
+
+
+def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | None, lang: str,
+           key: str | None = None, value: str | None = None) -> FactDraft:
+    category, importance = STATEMENT_KINDS[kind]
+    if rel is not None:
+        importance += 0.05   # a dated happening is easier to place and to ask about
+    return FactDraft(rule=f"statement.{lang}.{kind}", key=key, value=value, content=content, category=category,
+                     importance=round(min(importance, 0.95), 2), slot_hint=kind, tags=tags,
+                     event_date=rel.day.isoformat() if rel else None)
+
+
+def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
+    s = sentence.strip().replace("’", "'").replace("‘", "'")
+    if s.endswith("?") or not s:
+        return None
+    if _FP_WORDS.isdisjoint(_TOKEN.findall(s.lower())) and _ELIDED_WORDS.isdisjoint(_TOKEN.findall(s.lower())):
+        return None     # nothing about the speaker (most sentences of a chat leave here)
+    body = s.rstrip(".!…~ ").strip()
+    body = _strip_lead(body)
+    voc = _VOCATIVE.match(body)
+    if voc and voc.group(1).lower() not in _NOT_ENTITY and not voc.group(1).lower().endswith("ly"):
+        body = _strip_lead(body[voc.end():])
+    if "?" in body or len(body) < 4:
+        return None
+    e = _ELIDED.match(body)
+    if e:
+        verb = e.group(2).lower()
+        subject = ("I'm " if verb in {"gonna", "going to", "working on", "planning", "heading", "off to", "trying",
+                                      "thinking", "hoping", "learning", "reading", "watching"}
+                   else "I've " if verb == "been" else "I ")
+        body = subject + body[0].lower() + body[1:]
+    low = body.lower()
+    toks = frozenset(_TOKEN.findall(low))
+    if _FP_WORDS.isdisjoint(toks) or _FILLER_START_EN.match(body):
+        return None
+    kind, km = "statement", None
+    for k, pat in _KIND_EN:
+        if _GATE_EN[k](toks, low):
+            km = pat.search(body)
+            if km:
+                kind = k
+                break
+    words = _content_words_en(low)
+    if kind not in _STRONG:
+        if ((not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body))
+                or (not _YOU_WORDS.isdisjoint(toks) and kind in {"opinion", "feeling", "statement", "family"})):
+            return None
+        if words < (4 if kind == "statement" else 3):
+            return None
+        if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and not low.startswith(("my ", "our ")):
+            return None
+    elif words < 1:
+        return None
+    rels = relative_dates(body, at) if at is not None else []
+    rel = rels[0] if rels else None
+    if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():
+        kind = "plan"
+    tag_extra: list[str] = []
+    key = value = None
+    if kind == "occupation":
+        o = _OCC_KEY.search(body)
+        if o:
+            key, value = "occupation", o.group("job").lower()
+    if km is not None and kind == "possession":
+        thing = km.groupdict().get("thing") or km.groupdict().get("pet")
+        if thing:
+            tag_extra.append(thing.lower())
+    text = body
+    if rel is not None:
+        text = _remove_span(text, rel.start, rel.end)
+    content = third_person_en(text).strip(" ,-")
+    if not content:
+        return None
+    content = content[0].upper() + content[1:]
+    content = _cap(content)
+    if rel is not None:
+        content += " (" + _DATE_EN[rel.unit].format(rel.label) + ")"
+    return _draft(kind, content, _tags_en(body, tag_extra), rel, "en", key, value)
+
+
+# -- Chinese ----------------------------------------------------------------------------------
+_LEAD_ZH = re.compile(r"^(?:(?:你好|您好|嗨|哈喽|哈啰|hello|hi|hey|嗯+|哦+|噢|喔|啊|哈+|呵+|好的|好吧|对|是的|没错|"
+                      r"谢谢(?:你|您)?|多谢|感谢|对了|另外|还有|其实|然后|所以|不过|但是|而且|话说|说起来)[，,！!。~～、\s]*)+",
+                      re.I)
+_QUESTION_ZH = re.compile(r"(?:吗|么|呢|吧|不)[。！!~～\s]*$")
+_FILLER_ZH = re.compile(r"^(?:我(?:也|都|就)?(?:知道|明白|懂|同意|理解|收到|记住|记得|觉得也是|也是|也这么觉得|没事|很好|还好|"
+                        r"挺好|好多了|马上|这就)(?:了|啦|的)?|我(?:会|也会)(?:的|努力的|加油的)?|我也一样|我也是)$")
+_THANKS_ZH = re.compile(r"谢谢|感谢|多谢|辛苦了|加油|再见|拜拜|晚安")
+_JOBS_ZH = (r"护士|医生|大夫|老师|教师|教授|工程师|程序员|设计师|律师|会计|厨师|司机|警察|记者|作家|画家|销售|经理|"
+            r"产品经理|学生|研究生|博士生|大学生|高中生|公务员|护工|保姆|快递员|外卖员|店长|老板|创业者|自由职业者|"
+            r"摄影师|演员|歌手|运动员|教练|翻译|编辑|主播|研究员|科学家|药剂师|牙医|兽医|飞行员|空姐|军人|农民|工人")
+_PETS_ZH = r"猫咪|小猫|猫|小狗|狗狗|狗|鹦鹉|兔子|仓鼠|金鱼|乌龟|宠物"
+_RELATIONS_ZH = (r"老公|老婆|丈夫|妻子|爱人|儿子|女儿|孩子|宝宝|妈妈|爸爸|母亲|父亲|父母|哥哥|姐姐|弟弟|妹妹|男朋友|"
+                 r"女朋友|对象|爷爷|奶奶|外公|外婆|姥姥|姥爷|朋友|闺蜜|室友|同学|家人")
+_KIND_ZH: tuple[tuple[str, re.Pattern], ...] = (
+    ("health", re.compile(r"过敏|生病|病了|住院|医院|手术|吃药|药物|发烧|感冒|糖尿病|高血压|哮喘|抑郁|焦虑症|失眠|怀孕|"
+                          r"受伤|骨折|体检|素食|吃素|头疼|头痛|胃疼|腰疼|康复")),
+    ("occupation", re.compile(r"工作|上班|职业|夜班|白班|加班|公司|辞职|跳槽|升职|实习|读书|上学|读大学|读研|考研|"
+                              r"是一名|是一个(?:" + _JOBS_ZH + r")|当(?:" + _JOBS_ZH + r")|我是(?:" + _JOBS_ZH + r")")),
+    ("age", re.compile(r"我(?:今年)?(?:\d{1,3}|[一二三四五六七八九十]{1,3})岁")),
+    ("relationship", re.compile(r"结婚|订婚|离婚|单身|谈恋爱|在一起|分手")),
+    ("possession", re.compile(r"养了|领养|收养|买了|有一(?:只|条|辆|套|台|个)(?:" + _PETS_ZH + r")?|我(?:家|的)(?:"
+                              + _PETS_ZH + r")")),
+    ("plan", re.compile(r"打算|计划|准备|想要|想去|要去|将要|明天|后天|下周|下个?月|明年|下星期|下礼拜|下个星期|下周末|"
+                        r"周末要|会去")),
+    ("event", re.compile(r"了|过")),
+    ("family", re.compile(r"我(?:的|们家)?(?:" + _RELATIONS_ZH + r")")),
+    ("opinion", re.compile(r"觉得|认为|喜欢|爱|讨厌|最爱|推荐|支持|反对")),
+    ("feeling", re.compile(r"开心|高兴|难过|伤心|累|紧张|压力|兴奋|担心|无聊|郁闷|烦|激动|失落|孤独")),
+)
+_TAG_ZH = re.compile(r"(" + _JOBS_ZH + "|" + _PETS_ZH + "|" + _RELATIONS_ZH + r"|夜班|过敏|花生|手术|医院|婚礼|生日|"
+                     r"旅行|出差|会议|考试|面试|演唱会|马拉松)")
+_NAME_ZH = re.compile(r"(?:叫|名叫|叫做)\s*([A-Za-z][A-Za-z'-]*|[\u4e00-\u9fff]{2,3}?)(?=\s*的|[，,。.!！\s]|$)")
+_PLACE_ZH = re.compile(r"(?:在|去|到|去了|回|来自|飞往)([\u4e00-\u9fff]{2,3}?)(?=玩|旅游|旅行|出差|工作|上班|读书|上学|开会|[，,。.!！\s]|$)")
+# "上周我领养了…" → "我上周领养了…": the subject first, as a memory sentence reads ("用户上周…").
+_ZH_TIME_FIRST = re.compile(r"^((?:上|下|这|本)个?(?:周末|周|星期|礼拜|月)|大前天|前天|昨天|昨晚|今天|今晚|明天|后天|前年|去年|"
+                            r"今年|明年|最近|刚才|现在|\d{1,2}天前)[，,\s]*(我们|我)")
+_ASCII_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
+
+
+def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
+    s = sentence.strip()
+    if not s or s[-1] in "?？" or _QUESTION_ZH.search(s):
+        return None
+    body = _LEAD_ZH.sub("", s).strip("，,。.！!~～ ")
+    if "我" not in body or _FILLER_ZH.match(body):
+        return None
+    kind, _ = _kind(_KIND_ZH, body)
+    chars = len(_CJK.findall(body.replace("我", "")))
+    if kind not in _STRONG:
+        if _THANKS_ZH.search(body) or chars < 4:
+            return None
+    rels = relative_dates(body, at) if at is not None else []
+    rel = rels[0] if rels else None
+    if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():
+        kind = "plan"
+    key = value = None
+    if kind == "occupation":
+        o = re.search(r"我是(?:一名|一个|个)?(" + _JOBS_ZH + r")", body)
+        if o:
+            key, value = "occupation", o.group(1)
+    text = _remove_span(body, rel.start, rel.end) if rel is not None else _ZH_TIME_FIRST.sub(r"\2\1", body)
+    content = _cap(text.replace("我们", "用户等人").replace("我", "用户"), 200)
+    if rel is not None:
+        label = rel.label
+        if rel.unit == "season":
+            name, year = label.split()
+            label = f"{year}年{_SEASON_ZH[name]}"
+        content += "（" + _DATE_ZH[rel.unit].format(label) + "）"
+    tags = ([m.group(1) for m in _NAME_ZH.finditer(body)] + [m.group(1) for m in _PLACE_ZH.finditer(body)]
+            + [m.group(0) for m in _TAG_ZH.finditer(body)] + [w for w in _ASCII_WORD.findall(body)])
+    return _draft(kind, content, _dedup([t.lower() for t in tags]), rel, "zh", key, value)
+
+
+# -- the channel ------------------------------------------------------------------------------
+
+def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, int, FactDraft]]:
+    """(start, end, draft) for each sentence worth keeping, in order; spans are in `text`."""
+    text = text[:MAX_CHARS]
+    out: list[tuple[int, int, FactDraft]] = []
+    for m in _SENTENCE.finditer(text):
+        sentence = m.group(0)[:MAX_SENTENCE_CHARS]
+        if not sentence.strip():
+            continue
+        draft = (_statement_zh if _CJK.search(sentence) else _statement_en)(sentence, at)
+        if draft is not None:
+            out.append((m.start(), m.end(), draft))
+            if len(out) >= MAX_STATEMENTS:
+                break
+    return out
+
+
+def extract_statements(text: str, at: datetime | None = None) -> list[FactDraft]:
+    """Every sentence of a user turn that says something about the speaker or their world, as a
+    third-person fact; `at` is the turn's event time, used to resolve "last week", "昨天", …"""
+    return [d for _, _, d in statement_spans(text, at)]
