@@ -106,6 +106,9 @@ class FactExtracted(EventData):
     importance: float = Field(ge=0.0, le=1.0)
     embedding: list[float]
     embed_model: str
+    # The date the fact's happening resolves to, when the turn named one relative to its own time
+    # ("last week" → ISO date of that week; memstream/domain/text.py relative_dates). Additive, optional.
+    event_date: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
 
 
 # -- memory topic ---------------------------------------------------------------------------
