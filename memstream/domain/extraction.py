@@ -97,9 +97,17 @@ RULES: tuple[_Rule, ...] = (
     _en("en.no_drink", r"(?:i (?:don['’]t|do not|never|can['’]t|cannot) drink)", "constraint:no-drink:{v}", "true",
         "User does not drink {v}", "policy", 0.9, "constraint"),
     # "Don't worry", "never mind" … are small talk, not instructions.
+    # Nor is encouragement ("Don't give up!", "never give up", "don't be afraid to…") or a clause whose
+    # subject was left out ("Never been to Paris", "Always here to help", "Always been interested…").
     _en_clause("en.dont", r"(?:please\s+)?(?:don['’]t ever|do not ever|never ever|never|don['’]t|do not)"
-               r"(?!\s+(?:worry|mind|know|think|care|be sorry|apologi[sz]e)\b)", "constraint:dont:{v}", "User asks not to {v}"),
-    _en_clause("en.always", r"(?:please\s+)?always", "constraint:always:{v}", "User asks to always {v}"),
+               r"(?!\s+(?:worry|mind|know|think|care|be sorry|apologi[sz]e|give up|quit|forget|hesitate|miss|doubt|"
+               r"panic|stress|sweat|lose (?:hope|faith)|stop (?:believing|trying|dreaming)|say never|let (?:it|that|this|"
+               r"anything|anyone|them|the|fear|others|people)|be (?:afraid|scared|shy|too hard|so hard|discouraged)|feel|"
+               r"you|they|we|i|it|he|she|been|had|got|saw|went|did|was|were|[a-z]+ed)\b)",
+               "constraint:dont:{v}", "User asks not to {v}"),
+    _en_clause("en.always", r"(?:please\s+)?always"
+               r"(?!\s+(?:here|there|been|had|up|good|happy|glad|great|nice|fun|ready|welcome|calm|so|a|an|the|"
+               r"[a-z]+ed|[a-z]+ing|love|loved)\b)", "constraint:always:{v}", "User asks to always {v}"),
     _zh("zh.name", r"(?:我叫|我的名字是|我的名字叫)", "name", "{v}", "用户叫{v}", "identity", 0.9, "name"),
     _zh("zh.dislike", r"我(?:不喜欢|讨厌)", "likes:{v}", "false", "用户不喜欢{v}", "preference", 0.7, "likes"),
     _zh("zh.like", r"我(?:很|非常|最|也|还)?(?:喜欢|爱)", "likes:{v}", "true", "用户喜欢{v}", "preference", 0.7, "likes"),
@@ -137,6 +145,11 @@ def _norm_key(value: str) -> str:
     return re.sub(r"\s+", " ", value.lower())
 
 
+# "I love it", "I love how you…", "I like your turtles", "I'd love to hear": the object is a
+# pronoun, a clause or the other person's — not a thing the user likes (the statement channel
+# may still keep the sentence as an opinion).
+_NOT_A_THING = re.compile(r"(?i)(?:it|that|this|these|those|them|to|how|what|when|where|why|your|you|is|was|"
+                          r"the (?:idea|thought|way))\b|to (?:hear|see|know|read)\b")
 _PARTICLES = re.compile(r"[了吧啊呀啦哦喔嘛哈]+$")
 _EN_PERSON = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "i": "they"}
 
@@ -171,7 +184,7 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
             v = _clean(m.group(1))
             if rule.category == "policy":
                 v = _PARTICLES.sub("", v)  # "不要再推荐恐怖片了" → the instruction is "推荐恐怖片"
-            if not v:
+            if not v or (rule.slot_hint == "likes" and _NOT_A_THING.match(v)):
                 continue
             taken.append((start, end))
             found.append((start, end, FactDraft(

@@ -60,12 +60,12 @@ def _strip_lead(body: str) -> str:
 
 
 _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
+# Only forms that cannot open a sentence with a subject of their own: "Learning something new is
+# fun" has one (a gerund), "Went hiking" does not.
 _ELIDED = re.compile(r"^(?i:(just\s+|finally\s+|recently\s+)?(got|bought|finished|started|went|had|made|took|adopted|"
-                     r"moved|visited|tried|joined|signed up|gonna|going to|been|working on|planning|heading|"
-                     r"off to|trying|thinking|hoping|learning|reading|watching))\b")
+                     r"moved|visited|tried|joined|signed up|gonna|going to|been|planning to|planning on|off to))\b")
 _ELIDED_WORDS = frozenset("got bought finished started went had made took adopted moved visited tried joined signed "
-                          "gonna going been working planning heading off trying thinking hoping learning reading "
-                          "watching".split())
+                          "gonna going been planning off".split())
 # First-person filler: agreement, politeness and encouragement, whatever follows.
 _FILLER_START_EN = re.compile(
     r"(?i)^(?:let's|let us|let me (?:know|see|think)|hope you|i hope (?:you|it|that|things|everything|so)|"
@@ -75,7 +75,8 @@ _FILLER_START_EN = re.compile(
     r"i hope so|i will\b|i won't\b|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
-    r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b)")
+    r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
+    r"check (?:it|this|that) out|check out|look at (?:this|that)|take a look)")
 _FILLER_ANY_EN = re.compile(
     r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
     r"good to (?:see|hear)|nice to (?:meet|see|hear)|glad to hear|happy for you|proud of you|sorry to hear|"
@@ -266,8 +267,8 @@ def _third_person_verb(word: str) -> str:
     return word + "s"
 
 
-_PRONOUN = re.compile(r"\b(?:(?P<icontr>[Ii]'(?:m|ve|ll|d))|(?P<iam>[Ii] am)|(?P<i>[Ii])|(?P<wecontr>[Ww]e'(?:re|ve|ll|d))"
-                      r"|(?P<other>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Uu]s|[Oo]ur|[Oo]urs|[Oo]urselves))\b")
+_PRONOUN = re.compile(r"(?<![\w'-])(?:(?P<icontr>[Ii]'(?:m|ve|ll|d))|(?P<iam>[Ii] am)|(?P<i>[Ii])|(?P<wecontr>[Ww]e'(?:re|ve|ll|d))"
+                      r"|(?P<other>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Uu]s|[Oo]ur|[Oo]urs|[Oo]urselves))(?![\w-])")
 _VERB_AFTER = re.compile(r"((?:\s+(?:" + _ADV + r"))*)\s+([A-Za-z']+)")
 _COORD = re.compile(r"(?:,\s*|\s)(?:and|but|so|then|or)\s+$")
 _PLURAL_SUBJECT = re.compile(r"[A-Za-z]\s+and\s+$")      # "Anthony and I went", not ", and I want"
@@ -447,8 +448,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     e = _ELIDED.match(body)
     if e:
         verb = e.group(2).lower()
-        subject = ("I'm " if verb in {"gonna", "going to", "working on", "planning", "heading", "off to", "trying",
-                                      "thinking", "hoping", "learning", "reading", "watching"}
+        subject = ("I'm " if verb in {"gonna", "going to", "planning to", "planning on", "off to"}
                    else "I've " if verb == "been" else "I ")
         body = subject + body[0].lower() + body[1:]
     low = body.lower()
@@ -489,7 +489,9 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
             tag_extra.append(thing.lower())
     text = body
     if rel is not None:
-        text = _remove_span(text, rel.start, rel.end)
+        for r in reversed(rels):           # every phrase naming that date: "Yesterday was… on screen yesterday"
+            if r.label == rel.label:
+                text = _remove_span(text, r.start, r.end)
     content = third_person_en(text).strip(" ,-")
     if not content:
         return None
@@ -533,10 +535,14 @@ _KIND_ZH: tuple[tuple[str, re.Pattern], ...] = (
 _TAG_ZH = re.compile(r"(" + _JOBS_ZH + "|" + _PETS_ZH + "|" + _RELATIONS_ZH + r"|夜班|过敏|花生|手术|医院|婚礼|生日|"
                      r"旅行|出差|会议|考试|面试|演唱会|马拉松)")
 _NAME_ZH = re.compile(r"(?:叫|名叫|叫做)\s*([A-Za-z][A-Za-z'-]*|[\u4e00-\u9fff]{2,3}?)(?=\s*的|[，,。.!！\s]|$)")
-_PLACE_ZH = re.compile(r"(?:在|去|到|去了|回|来自|飞往)([\u4e00-\u9fff]{2,3}?)(?=玩|旅游|旅行|出差|工作|上班|读书|上学|开会|[，,。.!！\s]|$)")
+_PLACE_ZH = re.compile(r"(?:住在|搬到了|搬到|去了|去|到了|到|回到|回|来自|飞往)(?![了一二三四五六七八九十几两这那])"
+                       r"([\u4e00-\u9fff]{2,3}?)(?=玩|旅游|旅行|出差|工作|上班|读书|上学|留学|开会|看|见|[，,。.!！\s]|$)"
+                       r"|在([\u4e00-\u9fff]{2,3}?)(?=做|工作|上班|读书|上学|生活|住|长大)")
 # "上周我领养了…" → "我上周领养了…": the subject first, as a memory sentence reads ("用户上周…").
 _ZH_TIME_FIRST = re.compile(r"^((?:上|下|这|本)个?(?:周末|周|星期|礼拜|月)|大前天|前天|昨天|昨晚|今天|今晚|明天|后天|前年|去年|"
                             r"今年|明年|最近|刚才|现在|\d{1,2}天前)[，,\s]*(我们|我)")
+# Requests to the assistant ("帮我查一下…", "请给我…", "你能…") are the task at hand, not facts.
+_REQUEST_ZH = re.compile(r"(?:帮我|帮忙|请|麻烦|给我|能不能|能否|可不可以|可以帮|你|您|告诉我|让我看看)")
 _ASCII_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
@@ -545,9 +551,15 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
     if not s or s[-1] in "?？" or _QUESTION_ZH.search(s):
         return None
     body = _LEAD_ZH.sub("", s).strip("，,。.！!~～ ")
-    if "我" not in body or _FILLER_ZH.match(body):
+    if _FILLER_ZH.match(body) or _REQUEST_ZH.match(body):
         return None
     kind, _ = _kind(_KIND_ZH, body)
+    if "我" not in body:
+        # Chinese leaves the subject out ("最近工作压力好大，天天加班"): kept only when what it says is
+        # about a person's job, health, family or belongings; "今天天气不错" is not.
+        if kind not in _STRONG:
+            return None
+        body = "我" + body
     chars = len(_CJK.findall(body.replace("我", "")))
     if kind not in _STRONG:
         if _THANKS_ZH.search(body) or chars < 4:
@@ -569,7 +581,7 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
             name, year = label.split()
             label = f"{year}年{_SEASON_ZH[name]}"
         content += "（" + _DATE_ZH[rel.unit].format(label) + "）"
-    tags = ([m.group(1) for m in _NAME_ZH.finditer(body)] + [m.group(1) for m in _PLACE_ZH.finditer(body)]
+    tags = ([m.group(1) for m in _NAME_ZH.finditer(body)] + [m.group(1) or m.group(2) for m in _PLACE_ZH.finditer(body)]
             + [m.group(0) for m in _TAG_ZH.finditer(body)] + [w for w in _ASCII_WORD.findall(body)])
     return _draft(kind, content, _dedup([t.lower() for t in tags]), rel, "zh", key, value)
 

@@ -145,7 +145,7 @@ _REL_ZH = re.compile(
     r"(?P<zday>大前天|前天|昨天|昨晚|今天|今晚|今早|明天|后天)"
     r"|(?P<zdir>上|下|这|本)(?:个)?(?P<zwk>周末|周|星期|礼拜)(?P<zwd>[一二三四五六日天])?"
     r"|(?P<zmdir>上|下|这|本)(?:个)?月"
-    r"|(?P<zyr>前年|去年|今年|明年)"
+    r"|(?P<zyr>前年|去年|明年)"
     r"|(?P<zn>\d{1,2}|[一两二三四五六七八九十])(?:个)?(?P<znunit>天|周|星期|月|年)(?:以前|前)")
 
 
@@ -218,7 +218,7 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
                 res = _resolve("weekend", sat)
             elif u == "month":
                 res = _resolve("month", _month_shift(today, step))
-            elif u == "year":
+            elif u == "year" and step:      # "this year" dates nothing ("I turn 30 this year")
                 res = _resolve("year", date(today.year + step, 1, 1))
             elif u in _SEASONS:
                 res = _resolve("season", _season(today, u, d), u)
@@ -265,7 +265,7 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
         elif g["zmdir"]:
             res = _resolve("month", _month_shift(today, {"上": -1, "下": 1, "这": 0, "本": 0}[g["zmdir"]]))
         elif g["zyr"]:
-            res = _resolve("year", date(today.year + {"前年": -2, "去年": -1, "今年": 0, "明年": 1}[g["zyr"]], 1, 1))
+            res = _resolve("year", date(today.year + {"前年": -2, "去年": -1, "明年": 1}[g["zyr"]], 1, 1))
         elif g["zn"]:
             n = int(g["zn"]) if g["zn"].isdigit() else _ZH_NUM[g["zn"]]
             if n:
