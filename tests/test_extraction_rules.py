@@ -99,3 +99,20 @@ def test_instructions_do_not_swallow_other_rules_or_small_talk():
         ("constraint:allergy:花生", "true", "policy"), ("likes:喝咖啡", "true", "preference")]
     assert facts("I don't eat pork and I like jazz") == [
         ("constraint:no-eat:pork", "true", "policy"), ("likes:jazz", "true", "preference")]
+
+
+def test_encouragement_and_subjectless_clauses_are_not_instructions():
+    # Chit-chat between people is full of "Don't give up!"; none of it is a standing instruction.
+    for text in ("Don't give up!", "Never give up on your dreams.", "Don't forget to take breaks",
+                 "Don't be afraid to write and share", "Don't ever quit on what you love.",
+                 "Nope, never been to something like that.", "Always here to help!", "Always been interested in art",
+                 "Animals bring joy, don't they?", "Don't hesitate to reach out."):
+        assert [d for d in extract_rules(text) if d.category == "policy"] == [], text
+    assert facts("Don't ever call me after 9pm") == [("constraint:dont:call me after 9pm", "true", "policy")]
+
+
+def test_a_pronoun_or_a_clause_is_not_a_liked_thing():
+    for text in ("I love it!", "I love how you tell your stories", "I like your turtles so much", "I'd love to hear more",
+                 "I love that you chose pottery"):
+        assert [d for d in extract_rules(text) if d.slot_hint == "likes"] == [], text
+    assert facts("I love live music") == [("likes:live music", "true", "preference")]

@@ -103,7 +103,7 @@ RULES: tuple[_Rule, ...] = (
                r"(?!\s+(?:worry|mind|know|think|care|be sorry|apologi[sz]e|give up|quit|forget|hesitate|miss|doubt|"
                r"panic|stress|sweat|lose (?:hope|faith)|stop (?:believing|trying|dreaming)|say never|let (?:it|that|this|"
                r"anything|anyone|them|the|fear|others|people)|be (?:afraid|scared|shy|too hard|so hard|discouraged)|feel|"
-               r"you|they|we|i|it|he|she|been|had|got|saw|went|did|was|were|[a-z]+ed)\b)",
+               r"ever|you|they|we|i|it|he|she|been|had|got|saw|went|did|was|were|[a-z]+ed)\b)",
                "constraint:dont:{v}", "User asks not to {v}"),
     _en_clause("en.always", r"(?:please\s+)?always"
                r"(?!\s+(?:here|there|been|had|up|good|happy|glad|great|nice|fun|ready|welcome|calm|so|a|an|the|"
@@ -149,7 +149,7 @@ def _norm_key(value: str) -> str:
 # pronoun, a clause or the other person's — not a thing the user likes (the statement channel
 # may still keep the sentence as an opinion).
 _NOT_A_THING = re.compile(r"(?i)(?:it|that|this|these|those|them|to|how|what|when|where|why|your|you|is|was|"
-                          r"the (?:idea|thought|way))\b|to (?:hear|see|know|read)\b")
+                          r"the (?:idea|thought|way)|every day|makes|made|are|were|has|have)\b|to (?:hear|see|know|read)\b")
 _PARTICLES = re.compile(r"[了吧啊呀啦哦喔嘛哈]+$")
 _EN_PERSON = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "i": "they"}
 

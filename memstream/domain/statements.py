@@ -38,9 +38,10 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 # -- sentences --------------------------------------------------------------------------------
 # A sentence runs to . ! ? 。 ！ ？ … or a newline; "3.5", "Mr." and "Dr." do not end one.
+_END = ".!?。！？…\n\u2600-\u27bf\U0001f300-\U0001faff"       # punctuation, newline, emoji
 _SENTENCE = re.compile(
-    r"[^.!?。！？…\n]+(?:(?:(?<=\d)\.(?=\d)|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
-    r"[^.!?。！？…\n]*)*[.!?。！？…]*")
+    r"[^" + _END + r"]+(?:(?:(?<=\d)\.(?=\d)|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
+    r"[^" + _END + r"]*)*[" + _END.replace("\n", "") + r"]*")
 
 # -- English ----------------------------------------------------------------------------------
 _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yup|yea|ya|ok|okay|sure|well|so|"
@@ -48,7 +49,8 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
            r"thank you|thx|by the way|btw|on another note|on a different note|anyways?|plus|true|right|exactly|"
            r"man|dude|omg|gosh|sorry|great|awesome|cool|nice|congrats|congratulations|good|alright|all right|"
            r"no worries|no way|of course|oh yeah|oh man|speaking of which|funny you ask|guess what|you know what|"
-           r"to be honest|tbh|as for me|for me|don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
+           r"to be honest|tbh|as for me|for me|since we (?:last )?(?:spoke|talked|chatted|caught up)(?: last)?|"
+           r"don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
            r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)")
 # Leading interjections and a vocative name: "Hey Caroline, I …", "Thanks, Mel - I …".
 _LEAD_EN = re.compile(r"^(?:(?i:" + _INTERJ + r")\b(?:\s+(?i:so much|a lot|a bunch))?[\s,!.:;~-]*"
@@ -59,13 +61,15 @@ def _strip_lead(body: str) -> str:
     return (body[m.end():] if m else body).strip(" ,-:;")
 
 
+_TRAILING_VOCATIVE = re.compile(r",\s+([A-Z][a-z]+)$")
 _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
 # Only forms that cannot open a sentence with a subject of their own: "Learning something new is
 # fun" has one (a gerund), "Went hiking" does not.
 _ELIDED = re.compile(r"^(?i:(just\s+|finally\s+|recently\s+)?(got|bought|finished|started|went|had|made|took|adopted|"
-                     r"moved|visited|tried|joined|signed up|gonna|going to|been|planning to|planning on|off to))\b")
+                     r"moved|visited|tried|joined|signed up|gonna|going to|been|planning to|planning on|off to|"
+                     r"can't wait|cannot wait))\b")
 _ELIDED_WORDS = frozenset("got bought finished started went had made took adopted moved visited tried joined signed "
-                          "gonna going been planning off".split())
+                          "gonna going been planning off can't cannot".split())
 # First-person filler: agreement, politeness and encouragement, whatever follows.
 _FILLER_START_EN = re.compile(
     r"(?i)^(?:let's|let us|let me (?:know|see|think)|hope you|i hope (?:you|it|that|things|everything|so)|"
@@ -80,7 +84,8 @@ _FILLER_START_EN = re.compile(
 _FILLER_ANY_EN = re.compile(
     r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
     r"good to (?:see|hear)|nice to (?:meet|see|hear)|glad to hear|happy for you|proud of you|sorry to hear|"
-    r"means (?:a lot|so much) to me|mean (?:a lot|so much) to me|keep (?:it|that) up|you got this)\b")
+    r"means (?:a lot|so much) to me|mean (?:a lot|so much) to me|keep (?:it|that) up|you got this|we got this|"
+    r"(?:get|got|make it) through (?:this|it)|we can do (?:this|it)|we'll make it)\b")
 
 _JOBS = ("nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|teacher|professor|lecturer|tutor|engineer|"
          "software engineer|developer|software developer|programmer|data scientist|scientist|researcher|designer|"
@@ -98,7 +103,7 @@ _OCC_KEY = re.compile(r"(?i)\b(?:i'm|i am|i work as|i'm working as|i worked as|i
                       r"(?:(?:full-time|part-time|freelance|registered|senior|junior|lead|head|professional|retired|"
                       r"new|night|high school|elementary school|middle school|school|ER|ICU)\s+)?" + _JOB + r"s?\b")
 # Vocabularies: words separated by spaces; "_" joins the words of a phrase ("guinea_pig").
-_PETS_W = ("dog dogs cat cats puppy puppies kitten kittens kitty kitties pet pets parrot parrots hamster hamsters "
+_PETS_W = ("dog dogs cat cats pup pups puppy puppies kitten kittens kitty kitties pet pets parrot parrots hamster hamsters "
            "guinea_pig guinea_pigs goldfish fish horse horses pony ponies turtle turtles tortoise tortoises rabbit "
            "rabbits bunny bunnies snake snakes lizard lizards bird birds chicken chickens ferret ferrets gecko geckos")
 _THINGS_W = ("car truck house home apartment flat condo bike motorcycle boat garden guitar piano violin drum_set drums "
@@ -146,7 +151,9 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"workplace|employer|internship|classes|degree|major|thesis|dissertation|promotion)|(?:a|new|the|first|dream|"
         r"part-time|full-time) job|i (?:teach|study|studied|founded) |i'm (?:studying|majoring|a (?:freshman|"
         r"sophomore|junior|senior)\b)|got (?:promoted|hired|fired|laid off)|quit my job|"
-        r"(?:i'm|i am|i was|work(?:ed|ing)? as|i've been) (?:an?|the) (?:\w+ )?" + _JOB + r")\b")),
+        r"(?:i'm|i am|i was|work(?:ed|ing)? as|i've been) (?:an?|the) (?:\w+ )?" + _JOB + r"|(?:my|our) (?:own |new |"
+        r"little |\w+ )?(?:store|shop|business|restaurant|bakery|firm|practice|clinic|salon|brand|channel|podcast|"
+        r"blog|studio|boutique|cafe|agency|clients|customers))\b")),
     ("age", re.compile(r"(?i)\b(?:i'm|i am|i turned|i just turned|i'll be|i will be) (?:\d{1,3})"
                        r"(?: years? old\b|\b)(?!\s*(?:%|percent|minutes?|mins|hours?|days?|weeks?|months?|times|miles|"
                        r"km|dollars|bucks|pounds|lbs|kg)|[.,:]\d)")),
@@ -156,8 +163,8 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"(?:we've|we have) been (?:married|together|dating)|my (?:" + _RELATIONS + r") (?:is|was|and i are)\b|"
         r"(?:i have|i've got) (?:a|an|two|three|four|\d) (?:\w+ )?(?:" + _RELATIONS + r"))\b")),
     ("possession", re.compile(
-        r"(?i)\b(?:(?:i|we)\s+(?:(?:just|recently|finally|also|even|now|still)\s+)?(?:have|own|got|bought|adopted|"
-        r"rescued|purchased|inherited|'ve got|have got|'ve adopted)\s+(?:(?:a|an|two|three|four|five|some|another|"
+        r"(?i)\b(?:(?:i|we|i've|we've)\s+(?:(?:just|recently|finally|also|even|now|still)\s+)?(?:have|own|got|bought|"
+        r"adopted|rescued|purchased|inherited|have got)\s+(?:(?:a|an|two|three|four|five|some|another|"
         r"new|\d+|little|cute|big|small|old|beautiful|second|first|lovely|gorgeous)\s+){0,3}(?P<thing>" + _PETS + "|"
         + _THINGS + r")|(?:adopted|rescued) (?:a|an|two|three|my|our)|my (?:new |own |little |old |sweet )?(?P<pet>"
         + _PETS + r")\b|(?:" + _PETS + r") (?:named|called))\b")),
@@ -167,7 +174,7 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"headed|heading|off to)|(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?:will|plan|intend|want to|hope to|"
         r"would like to|wanna|aim to|am going)|(?:i|we)'ll|(?:i|we)'d (?:like|love) to|my (?:plan|goal|dream) is|"
         r"next (?:week|month|year|weekend|summer|spring|fall|autumn|winter|time)|tomorrow|this (?:weekend|coming)|"
-        r"upcoming)\b")),
+        r"upcoming|can't wait to|(?:i'm|i am|we're|we are)\s+(?:(?:" + _ADV + r")\s+)*(?:searching|looking|saving up) for)\b")),
     ("event", re.compile(
         r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?!(?:loved|liked|enjoyed|hated|adored|admired|preferred)\b)"
         r"(?P<past>[a-z]+ed|" + "|".join(_PAST_ONLY) + r")|"
@@ -178,7 +185,9 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?:think|believe|love|loved|like|liked|enjoy|enjoyed|prefer|"
         r"hate|hated|adore|admire|recommend|can't stand|find)|my (?:all-time )?favou?rite|(?:important|special|"
         r"meaningful|precious|dear) to (?:me|us)|means? (?:a lot|the world|so much|everything) to (?:me|us)|"
-        r"(?:i'm|i am) (?:a )?(?:big |huge )?fan of|(?:is|are) (?:a )?(?:big |huge )?(?:part|passion) of my)\b")),
+        r"(?:i'm|i am) (?:a )?(?:big |huge )?fan of|(?:i'm|i am|i was|i've always been|i've been|we're)\s+"
+        r"(?:(?:" + _ADV + r"|so|very|pretty|kinda)\s+)*(?:drawn to|into|obsessed with|passionate about|interested in|"
+        r"keen on|fond of|crazy about|big on|a fan of)|(?:is|are) (?:a )?(?:big |huge )?(?:part|passion) of my)\b")),
     ("feeling", re.compile(
         r"(?i)\b(?:(?:i|we)(?:'m| am| was| were|'re| feel| felt|'ve been| have been| get| got)\s+(?:(?:so|really|"
         r"very|super|pretty|kinda|kind of|quite|a bit|a little|totally|completely|truly|incredibly|extremely|"
@@ -229,24 +238,29 @@ _GATE_EN = {
         "work worked working shift shifts job jobs career careers boss manager coworker coworkers co-worker co-workers "
         "colleague colleagues company clients client students patients office startup workplace employer internship "
         "classes degree major thesis dissertation promotion teach study studied founded studying majoring freshman "
-        "sophomore junior senior promoted hired fired laid quit".split())),
+        "sophomore junior senior promoted hired fired laid quit store shop business restaurant bakery firm practice "
+        "clinic salon brand channel podcast blog studio boutique cafe agency customers".split())),
     "age": lambda toks, low: _DIGIT.search(low) is not None,
     "relationship": _has_any(_RELATION_WORDS, frozenset(
         "married engaged divorced separated single dating together widow widower parent".split())),
     "possession": _has_any(_PET_WORDS, _THING_WORDS, frozenset({"adopted", "rescued"})),
     "plan": _has("going gonna planning hoping thinking about looking considering aiming preparing getting headed "
                  "heading off will plan intend want hope would wanna aim i'll we'll i'd we'd next tomorrow weekend "
-                 "coming upcoming goal dream"),
+                 "coming upcoming goal dream searching looking saving can't"),
     "event": lambda toks, low: not _EVENT_WORDS.isdisjoint(toks) or any(t.endswith("ed") for t in toks),
     "family": _has_any(_RELATION_WORDS),
     "opinion": _has("think believe love loved like liked enjoy enjoyed prefer hate hated adore admire recommend can't "
-                    "find favorite favourite important special meaningful precious dear means mean fan part passion"),
+                    "find favorite favourite important special meaningful precious dear means mean fan part passion drawn into "
+                    "obsessed passionate interested keen fond crazy big"),
     "feeling": _has_any(_FEELINGS),
 }
 _FP_WORDS = frozenset("i i'm i've i'll i'd me my mine myself we we're we've we'll we'd us our ours ourselves".split())
 _SUBJECT_WORDS = frozenset("i i'm i've i'll i'd we we're we've we'll we'd".split())
 _YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split())
-_FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got".split())
+_FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got through "
+                             "do make".split())
+# Content words a sentence needs, by kind: a bare "I loved it!" or "I'm so excited!" says too little.
+_MIN_WORDS = {"event": 2, "plan": 2, "opinion": 2, "feeling": 3, "family": 3, "statement": 4}
 
 
 def _third_person_verb(word: str) -> str:
@@ -339,7 +353,8 @@ _NOT_ENTITY = frozenset(
     "cool nice lol haha btw anyway anyways plus right true gonna let let's my me mine us one two some any all "
     "every each both most many much more such very really can could would should will did do does had have has "
     "is was are were be been being not never always sometimes maybe guess totally definitely absolutely "
-    "actually honestly finally recently lately sorry please congrats congratulations aww dude man omg gosh".split())
+    "actually honestly finally recently lately sorry please congrats congratulations aww dude man omg gosh best almost "
+    "especially since because although though once maybe perhaps luckily hopefully sadly anyways life".split())
 _TAG_VOCAB = frozenset(_words(_PETS_W) + _words(_RELATIONS_W) + _JOBS.split("|") + [
     t for t in _words(_THINGS_W) if t != "home"] + _words(
     "allergy surgery hospital diabetes asthma cancer pregnancy vegetarian vegan wedding birthday conference concert "
@@ -403,7 +418,8 @@ _SEASON_ZH = {"spring": "春天", "summer": "夏天", "fall": "秋天", "autumn"
 
 def _remove_span(text: str, start: int, end: int) -> str:
     left, right = text[:start].rstrip(" ,，"), text[end:].lstrip(" ,，")
-    space = " " if left and right and left[-1].isascii() and right[0].isascii() and right[0] not in ",.!?;:" else ""
+    space = (" " if left and right and not _CJK.match(left[-1]) and not _CJK.match(right[0]) and right[0] not in ",.!?;:"
+             else "")
     return (left + space + right).strip(" ,-，")
 
 
@@ -440,6 +456,9 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
         return None     # nothing about the speaker (most sentences of a chat leave here)
     body = s.rstrip(".!…~ ").strip()
     body = _strip_lead(body)
+    tv = _TRAILING_VOCATIVE.search(body)
+    if tv and tv.group(1).lower() not in _NOT_ENTITY:
+        body = body[:tv.start()]
     voc = _VOCATIVE.match(body)
     if voc and voc.group(1).lower() not in _NOT_ENTITY and not voc.group(1).lower().endswith("ly"):
         body = _strip_lead(body[voc.end():])
@@ -467,7 +486,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
         if ((not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body))
                 or (not _YOU_WORDS.isdisjoint(toks) and kind in {"opinion", "feeling", "statement", "family"})):
             return None
-        if words < (4 if kind == "statement" else 3):
+        if words < _MIN_WORDS[kind]:
             return None
         if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and not low.startswith(("my ", "our ")):
             return None
