@@ -3,8 +3,8 @@
 Both channels are plain classes, driven by thin faust agents (streams/extractor.py,
 streams/llm_extractor.py) and testable in-process:
 
-  RuleExtractor  the offline channel: deterministic patterns and statements
-                 (memstream/domain/extraction.py), embedded in one batch, synchronous — the
+  RuleExtractor  the offline channel: rule patterns and third-person statements
+                 (memstream/domain/extraction.py, statements.py), embedded in one batch, synchronous — the
                  agent runs it off the event loop, so a long turn never holds up other partitions;
   LlmExtractor   the LLM channel: an OpenAI-compatible endpoint (streams/llm_channel.py), only the
                  facts the offline channel does not already have, classified, then embedded.
@@ -19,7 +19,7 @@ import logging
 import re
 
 from memstream.domain.classification import classify
-from memstream.domain.extraction import FactDraft, extract_rules
+from memstream.domain.extraction import FactDraft, extract_facts, extract_rules
 from memstream.embedding import Embedder
 from memstream.ids import derived_id
 from schemas.codec import make_envelope
@@ -41,8 +41,9 @@ def fact_from_turn(turn: Envelope[TurnRecorded], tag: str, producer: str, **fiel
 
 
 def offline_drafts(turn: Envelope[TurnRecorded]) -> list[FactDraft]:
-    """What the offline channel extracts from one turn."""
-    return extract_rules(turn.data.content)
+    """What the offline channel extracts from one turn: rule facts and statement facts, relative
+    dates resolved from the turn's own event time (never the clock)."""
+    return extract_facts(turn.data.content, at=turn.time)
 
 
 class RuleExtractor:
@@ -64,8 +65,8 @@ class RuleExtractor:
                 out.append(fact_from_turn(
                     turn, f"fact:{i}", RULE_PRODUCER, channel="rule", rule=d.rule, model=None, key=d.key,
                     value=d.value, content=d.content, category=d.category, tags=list(d.tags),
-                    slot_hint=d.slot_hint, importance=d.importance, embedding=vectors[pos + i],
-                    embed_model=self.embedder.model))
+                    slot_hint=d.slot_hint, importance=d.importance, event_date=d.event_date,
+                    embedding=vectors[pos + i], embed_model=self.embedder.model))
             pos += len(drafts)
         return out
 

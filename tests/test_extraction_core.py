@@ -47,3 +47,16 @@ def test_a_batch_keeps_turn_order_and_a_rerun_is_identical(extractor):
 
 def test_small_talk_gives_no_facts(extractor):
     assert extractor.facts_for([turn("dave", "thanks!"), turn("dave", "ok")]) == []
+
+
+def test_the_offline_channel_keeps_occupation_pets_and_events_with_resolved_dates(extractor):
+    t = turn("nina", "Hi! I'm a nurse and I work night shifts. I'm allergic to peanuts. "
+                     "Last week I adopted a cat named Miso.")
+    facts = extractor.facts_for([t])
+    contents = [f.data.content for f in facts]
+    assert any("nurse" in c for c in contents), contents
+    assert any("Miso" in c and "cat" in c for c in contents), contents
+    cat = next(f for f in facts if "Miso" in f.data.content)
+    assert cat.data.event_date == "2026-11-23"          # a week before the turn's own time
+    allergy = [f for f in facts if "peanut" in f.data.content]
+    assert allergy and allergy[0].data.category == "policy"   # a constraint stays a constraint
