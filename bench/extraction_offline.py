@@ -48,6 +48,10 @@ def adversarial() -> dict[str, str]:
         "Chinese no punctuation": "我" * 200_000,
         "repeated openers": "I like " * 20_000,
         "repeated don't": "don't " * 20_000,
+        "tiny sentences": "a." * 50_000,
+        "first-person sentences": "I love it! " * 5_000,
+        "Chinese tiny sentences": "我。" * 50_000,
+        "run of adverbs": "I " + "really " * 50_000 + "went",
     }
 
 

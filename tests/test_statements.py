@@ -159,6 +159,10 @@ def _ms(text: str) -> float:
     ("1 MB of blanks", "I like" + " " * 1_000_000 + "tea"),
     ("long Chinese text", "我上周去了北京出差，我喜欢喝咖啡，我是一名护士。" * 5_000),
     ("punctuation runs", ", " * 20_000 + "always"),
+    ("thousands of tiny sentences", "a." * 50_000),
+    ("thousands of first-person sentences", "I love it! " * 5_000),
+    ("thousands of Chinese sentences", "我。" * 50_000),
+    ("a run of adverbs", "I " + "really " * 50_000 + "went"),
 ])
 def test_no_turn_costs_more_than_50_ms(name, text):
     assert _ms(text) < 50, name
@@ -173,3 +177,6 @@ def test_rules_alone_are_linear_on_newline_runs():
 def test_only_the_first_max_chars_are_examined():
     far = "x" * MAX_CHARS + " I'm allergic to peanuts. I adopted a dog."
     assert extract_facts(far, at=AT) == []
+    # the cut falls between words, so a clipped word does not become a fact
+    assert extract_facts("Don't worry. " * 500, at=AT) == []
+    assert len(extract_facts("Yesterday I adopted a dog named Rex. " * 200, at=AT)) <= 12

@@ -15,6 +15,18 @@ from datetime import datetime
 # in what it looks at, so no turn costs more than a few milliseconds (bench/extraction_offline.py).
 MAX_CHARS = 4000
 
+
+def bounded(text: str) -> str:
+    """The part of a turn extraction looks at: its first MAX_CHARS characters, ending at a blank or
+    punctuation when one is near, so the last word is not cut ("Don't wor…")."""
+    if len(text) <= MAX_CHARS:
+        return text
+    cut = text[:MAX_CHARS]
+    for i in range(MAX_CHARS - 1, MAX_CHARS - 80, -1):
+        if not cut[i].isalnum():
+            return cut[:i]
+    return cut
+
 _STOP = r"[，,。.!！?？;；\n]"
 _VALUE_ZH = rf"([^，,。.!！?？;；\n]{{1,40}}?)(?={_STOP}|$|，|而且|并且|还)"
 # English values end at a clause boundary or a word that starts a new thought ("… last month").
@@ -169,7 +181,7 @@ def extract_rules(text: str) -> list[FactDraft]:
 
 def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
     """(start, end, draft) of each rule fact in the first MAX_CHARS characters, left to right."""
-    text = text[:MAX_CHARS]
+    text = bounded(text)
     low = text.lower()
     found: list[tuple[int, int, FactDraft]] = []
     taken: list[tuple[int, int]] = []

@@ -26,12 +26,13 @@ import re
 from datetime import datetime
 
 from memstream.domain.classification import STATEMENT_KINDS
-from memstream.domain.extraction import MAX_CHARS, FactDraft
+from memstream.domain.extraction import FactDraft, bounded
 from memstream.domain.text import STOP, RelativeDate, relative_dates
 
 MAX_SENTENCE_CHARS = 400   # a longer "sentence" (no punctuation) is cut here before it is examined
 MAX_CONTENT_CHARS = 300    # content sentences longer than this are cut at a word boundary
 MAX_STATEMENTS = 12        # per turn: a wall of text does not become a wall of memories
+MAX_SENTENCES = 64         # sentences examined per turn ("a.a.a.…" is 2,000 sentences in MAX_CHARS)
 MAX_TAGS = 8
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -609,9 +610,11 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
 
 def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, int, FactDraft]]:
     """(start, end, draft) for each sentence worth keeping, in order; spans are in `text`."""
-    text = text[:MAX_CHARS]
+    text = bounded(text)
     out: list[tuple[int, int, FactDraft]] = []
-    for m in _SENTENCE.finditer(text):
+    for i, m in enumerate(_SENTENCE.finditer(text)):
+        if i >= MAX_SENTENCES:
+            break
         sentence = m.group(0)[:MAX_SENTENCE_CHARS]
         if not sentence.strip():
             continue
