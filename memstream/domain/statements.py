@@ -52,7 +52,10 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
            r"no worries|no way|of course|oh yeah|oh man|speaking of which|funny you ask|guess what|you know what|"
            r"to be honest|tbh|as for me|for me|since we (?:last )?(?:spoke|talked|chatted|caught up)(?: last)?|"
            r"don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
-           r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)")
+           r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)|"
+           r"so far,? so good|cheers|trust me|fyi|anyway|oh well|ugh|phew|woohoo|yay|hah|ha")
+# Longest first: the engine takes the first alternative that fits ("so far, so good" before "so").
+_INTERJ = "|".join(sorted(_INTERJ.split("|"), key=len, reverse=True))
 # Leading interjections and a vocative name: "Hey Caroline, I …", "Thanks, Mel - I …".
 _LEAD_EN = re.compile(r"^(?:(?i:" + _INTERJ + r")\b(?:\s+(?i:so much|a lot|a bunch))?[\s,!.:;~-]*"
                       r"(?:[A-Z][a-z]+(?:\s[A-Z][a-z]+)?\s*[,!:-]+\s*)?)+")
@@ -67,10 +70,11 @@ _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
 # Only forms that cannot open a sentence with a subject of their own: "Learning something new is
 # fun" has one (a gerund), "Went hiking" does not.
 _ELIDED = re.compile(r"^(?i:(just\s+|finally\s+|recently\s+)?(got|bought|finished|started|went|had|made|took|adopted|"
-                     r"moved|visited|tried|joined|signed up|gonna|going to|been|planning to|planning on|off to|"
-                     r"can't wait|cannot wait))\b")
+                     r"moved|visited|tried|joined|signed up|gonna|been(?!\s+(?:a|an|the|such|quite|so|"
+                     r"ages|forever)\b)|planning to|planning on|planning a|off to|can't wait|cannot wait|love|"
+                     r"enjoy|hate))\b")
 _ELIDED_WORDS = frozenset("got bought finished started went had made took adopted moved visited tried joined signed "
-                          "gonna going been planning off can't cannot".split())
+                          "gonna going been planning off can't cannot love enjoy hate".split())
 # First-person filler: agreement, politeness and encouragement, whatever follows.
 _FILLER_START_EN = re.compile(
     r"(?i)^(?:let's|let us|let me (?:know|see|think)|hope you|i hope (?:you|it|that|things|everything|so)|"
@@ -81,12 +85,14 @@ _FILLER_START_EN = re.compile(
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
     r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
-    r"check (?:it|this|that) out|check out|look at (?:this|that)|take a look)")
+    r"check (?:it|this|that) out|check out|check (?:this|these)|look at (?:this|that)|take a look)")
 _FILLER_ANY_EN = re.compile(
     r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
     r"good to (?:see|hear)|nice to (?:meet|see|hear)|glad to hear|happy for you|proud of you|sorry to hear|"
     r"means (?:a lot|so much) to me|mean (?:a lot|so much) to me|keep (?:it|that) up|you got this|we got this|"
-    r"(?:get|got|make it) through (?:this|it)|we can do (?:this|it)|we'll make it)\b")
+    r"(?:get|got|make it) through (?:this|it)|we can do (?:this|it)|we'll make it|what i (?:like|love|wanted|needed) "
+    r"to hear|keep (?:going|pushing|at it|trying|it up|working at it|pushing forward)|never give up|won't give up|"
+    r"won't quit|check (?:it|them|that|this|those) out)\b")
 
 _JOBS = ("nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|teacher|professor|lecturer|tutor|engineer|"
          "software engineer|developer|software developer|programmer|data scientist|scientist|researcher|designer|"
@@ -144,7 +150,8 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"(?i)\b(?:allerg\w*|diagnos\w*|disease|illness|sick|injur\w*|hurt my|broke my|sprained|surgery|hospital\w*|"
         r"my doctor|medication|meds|prescri\w*|diabet\w*|asthma|cancer|tumou?r|pregnan\w*|depress\w*|anxiety|adhd|"
         r"autis\w*|migraines?|accident|blood pressure|vegetarian|vegan|gluten|lactose|intoleran\w*|recover\w*|"
-        r"chronic|insomnia|covid|the flu|a fever|physical therapy|rehab|concussion|arthritis|allergies)\b")),
+        r"chronic|insomnia|covid|the flu|a fever|physical therapy|rehab|concussion|arthritis|allergies|"
+        r"my (?:mental |physical )?health|struggled with (?:mental health|depression|anxiety))\b")),
     ("occupation", re.compile(
         r"(?i)\b(?:i work(?:ed)? (?:as|at|for|in|with|night|day|long|late|from home|remotely|full-time|part-time)\b|"
         r"i work$|i'm working (?:as|at|for|in)|careers?|jobs|night shifts?|day shifts?|my (?:job|career|boss|"
@@ -188,7 +195,13 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"meaningful|precious|dear) to (?:me|us)|means? (?:a lot|the world|so much|everything) to (?:me|us)|"
         r"(?:i'm|i am) (?:a )?(?:big |huge )?fan of|(?:i'm|i am|i was|i've always been|i've been|we're)\s+"
         r"(?:(?:" + _ADV + r"|so|very|pretty|kinda)\s+)*(?:drawn to|into|obsessed with|passionate about|interested in|"
-        r"keen on|fond of|crazy about|big on|a fan of)|(?:is|are) (?:a )?(?:big |huge )?(?:part|passion) of my)\b")),
+        r"keen on|fond of|crazy about|big on|a fan of)|(?:gives?|brings?|gave|brought) (?:me|us) (?:so much |a lot of |"
+        r"such )?(?:joy|happiness|peace|fulfillment|comfort|energy|hope|purpose|strength)|(?:makes?|made) (?:me|us) "
+        r"(?:so |really |very |feel )*(?:happy|calm|peaceful|smile|alive|relaxed|grateful)|(?:helps?|helped) (?:me|us) "
+        r"(?:to )?(?:relax|unwind|focus|cope|express|stay|de-?stress|recharge)|keeps? (?:me|us) (?:at peace|going|"
+        r"sane|grounded|motivated|centered|happy)|(?:blessing|passion|lifesaver|escape|outlet) (?:for|of) (?:me|mine)|"
+        r"(?:great|fun|good|nice|perfect|best) way (?:for me )?to (?:express|relax|unwind|de-?stress|recharge|reset|"
+        r"chill)|(?:is|are) (?:a )?(?:big |huge )?(?:part|passion) of my)\b")),
     ("feeling", re.compile(
         r"(?i)\b(?:(?:i|we)(?:'m| am| was| were|'re| feel| felt|'ve been| have been| get| got)\s+(?:(?:so|really|"
         r"very|super|pretty|kinda|kind of|quite|a bit|a little|totally|completely|truly|incredibly|extremely|"
@@ -230,7 +243,7 @@ _HEALTH_STEMS = ("allerg", "diagnos", "injur", "hospital", "prescri", "diabet", 
                  "intoleran", "recover")
 _HEALTH_WORDS = frozenset("disease illness sick hurt broke sprained surgery doctor medication meds asthma cancer tumor "
                           "tumour anxiety adhd migraine migraines accident blood vegetarian vegan gluten lactose chronic "
-                          "insomnia covid flu fever therapy rehab concussion arthritis".split())
+                          "insomnia covid flu fever therapy rehab concussion arthritis health".split())
 _EVENT_WORDS = frozenset(_PAST_ONLY) | frozenset("been had done made got gotten seen taken begun written won read "
                                                  "i've we've".split())
 _GATE_EN = {
@@ -252,14 +265,15 @@ _GATE_EN = {
     "family": _has_any(_RELATION_WORDS),
     "opinion": _has("think believe love loved like liked enjoy enjoyed prefer hate hated adore admire recommend can't "
                     "find favorite favourite important special meaningful precious dear means mean fan part passion drawn into "
-                    "obsessed passionate interested keen fond crazy big"),
+                    "obsessed passionate interested keen fond crazy big gives give brings bring gave brought makes make "
+                    "made helps help helped keeps keep blessing lifesaver escape outlet way"),
     "feeling": _has_any(_FEELINGS),
 }
 _FP_WORDS = frozenset("i i'm i've i'll i'd me my mine myself we we're we've we'll we'd us our ours ourselves".split())
 _SUBJECT_WORDS = frozenset("i i'm i've i'll i'd we we're we've we'll we'd".split())
 _YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split())
 _FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got through "
-                             "do make".split())
+                             "do make what never won't check".split())
 # Content words a sentence needs, by kind: a bare "I loved it!" or "I'm so excited!" says too little.
 _MIN_WORDS = {"event": 2, "plan": 2, "opinion": 2, "feeling": 3, "family": 3, "statement": 4}
 
@@ -407,8 +421,13 @@ def _dedup(tags: list[str]) -> tuple[str, ...]:
 
 
 def _content_words_en(low: str) -> int:
-    return sum(1 for w in _TOKEN.findall(low)
-               if w not in STOP and w not in _NOT_ENTITY and w not in {"i'm", "i've", "so", "too", "it's"})
+    return sum(1 for w in _TOKEN.findall(low) if w not in STOP and w not in _NOT_ENTITY and w not in _EMPTY_WORDS)
+
+
+# Words that carry no fact: intensifiers, evaluations, fillers ("That's really cool, I like it").
+_EMPTY_WORDS = frozenset("i'm i've i'll i'd it's that's there's here's so too really cool great awesome amazing nice good "
+                         "super pretty lot lots much thing things stuff way gonna wanna kinda can't don't won't didn't "
+                         "isn't wasn't yeah oh well sure like love loved liked fun wow bad".split())
 
 
 _DATE_EN = {"day": "on {}", "week": "week of {}", "weekend": "weekend of {}", "month": "in {}", "year": "in {}",
@@ -451,7 +470,13 @@ def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | N
 
 def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     s = sentence.strip().replace("’", "'").replace("‘", "'")
-    if s.endswith("?") or not s:
+    if s.endswith("?"):
+        # "I finished another pottery project - want to see a pic?": the statement before the dash stays
+        cut = max(s.rfind(" - "), s.rfind(" – "), s.rfind(" — "))
+        if cut <= 0:
+            return None
+        s = s[:cut]
+    if not s:
         return None
     if _FP_WORDS.isdisjoint(_TOKEN.findall(s.lower())) and _ELIDED_WORDS.isdisjoint(_TOKEN.findall(s.lower())):
         return None     # nothing about the speaker (most sentences of a chat leave here)
@@ -468,7 +493,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     e = _ELIDED.match(body)
     if e:
         verb = e.group(2).lower()
-        subject = ("I'm " if verb in {"gonna", "going to", "planning to", "planning on", "off to"}
+        subject = ("I'm " if verb in {"gonna", "planning to", "planning on", "planning a", "off to"}
                    else "I've " if verb == "been" else "I ")
         body = subject + body[0].lower() + body[1:]
     low = body.lower()
@@ -485,7 +510,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     words = _content_words_en(low)
     if kind not in _STRONG:
         if ((not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body))
-                or (not _YOU_WORDS.isdisjoint(toks) and kind in {"opinion", "feeling", "statement", "family"})):
+                or (not _YOU_WORDS.isdisjoint(toks) and kind in {"opinion", "feeling", "statement", "family", "plan"})):
             return None
         if words < _MIN_WORDS[kind]:
             return None
