@@ -30,7 +30,7 @@ def bounded(text: str) -> str:
 _STOP = r"[，,。.!！?？;；\n]"
 _VALUE_ZH = rf"([^，,。.!！?？;；\n]{{1,40}}?)(?={_STOP}|$|，|而且|并且|还)"
 # English values end at a clause boundary or a word that starts a new thought ("… last month").
-_VALUE_EN = rf"([^,.!?;\n]{{1,60}}?)(?={_STOP}|$|\s+(?:and|but|because|since|last|next|now|today|yesterday|these days|for|with|when)\b)"
+_VALUE_EN = rf"([^,.!?;\n]{{1,60}}?)(?={_STOP}|$|\s+[-–—]+\s|\s+(?:and|but|because|since|last|next|now|today|yesterday|these days|for|with|when)\b)"
 
 
 @dataclass(frozen=True, slots=True)
