@@ -3,9 +3,14 @@
 Each rule turns one clause of a user turn into a FactDraft with a preference-table key, a value,
 a short content sentence in the turn's language, a category and an importance. Raw turns never
 become memories; only these drafts (and, later, the LLM channel's) do.
+
+extract_facts() is the whole offline channel: these rule facts plus the statement facts of
+memstream/domain/statements.py (every other sentence worth keeping, in the third person), without
+saying the same sentence twice. extract_rules() stays the slot-filling rules alone.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +19,7 @@ from datetime import datetime
 # (a pasted log or document is not a statement about the user), and every pattern below is linear
 # in what it looks at, so no turn costs more than a few milliseconds (bench/extraction_offline.py).
 MAX_CHARS = 4000
+MAX_RULE_FACTS = 24    # the leftmost ones: a pasted list of 500 "I like X" is not 500 memories (each is embedded)
 
 
 def bounded(text: str) -> str:
@@ -184,21 +190,24 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
     text = bounded(text)
     low = text.lower()
     found: list[tuple[int, int, FactDraft]] = []
-    taken: list[tuple[int, int]] = []
+    starts: list[int] = []          # claimed spans, sorted and disjoint: an overlap test is two look-ups
+    ends: list[int] = []
     for rule in RULES:
         gate = _GATES.get(rule.name)
         if gate and not any(g in low for g in gate):
             continue
         for m in rule.pattern.finditer(text):
             start, end = m.span()
-            if any(s < end and start < e for s, e in taken):
+            i = bisect.bisect_left(starts, start)
+            if (i > 0 and ends[i - 1] > start) or (i < len(starts) and starts[i] < end):
                 continue  # a more specific rule (e.g. the negative form) already claimed this span
             v = _clean(m.group(1))
             if rule.category == "policy":
                 v = _PARTICLES.sub("", v)  # "不要再推荐恐怖片了" → the instruction is "推荐恐怖片"
             if not v or (rule.slot_hint == "likes" and _NOT_A_THING.match(v)):
                 continue
-            taken.append((start, end))
+            starts.insert(i, start)
+            ends.insert(i, end)
             found.append((start, end, FactDraft(
                 rule=rule.name,
                 key=rule.key.replace("{v}", _norm_key(v)),
@@ -208,7 +217,7 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
                 importance=rule.importance,
                 slot_hint=rule.slot_hint,
             )))
-    return sorted(found, key=lambda x: x[0])
+    return sorted(found, key=lambda x: x[0])[:MAX_RULE_FACTS]
 
 
 def _residual_words(sentence: str) -> int:
@@ -231,9 +240,12 @@ def extract_facts(text: str, at: datetime | None = None) -> list[FactDraft]:
     `at` is the turn's event time, for dates like "last week"."""
     from memstream.domain.statements import statement_spans
     rules = rule_spans(text)
+    rule_starts = [s for s, _, _ in rules]
     out: list[tuple[int, FactDraft]] = [(s, d) for s, _, d in rules]
     for start, end, draft in statement_spans(text, at):
-        inside = [(s, e) for s, e, _ in rules if s < end and start < e]
+        lo = max(0, bisect.bisect_left(rule_starts, start) - 1)      # rule spans are disjoint and sorted
+        hi = bisect.bisect_left(rule_starts, end)
+        inside = [(s, e) for s, e, _ in rules[lo:hi] if s < end and start < e]
         if inside:
             rest, pos = [], start
             for s, e in sorted(inside):

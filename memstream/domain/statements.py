@@ -16,9 +16,16 @@ What is not worth keeping yields nothing: questions, greetings, thanks, acknowle
 encouragement aimed at the other person, sentences that say nothing about the speaker, and
 first-person filler too short to carry a fact ("I will!", "I loved it!").
 
-Pure and bounded: the text examined is capped (MAX_CHARS), every pattern is linear (character
-classes with fixed alternatives, no nested unbounded repetition), so no turn costs more than a
-few milliseconds whatever its length (bench/extraction_offline.py measures it).
+Pure and bounded: the text examined is capped (extraction.MAX_CHARS, cut at a word boundary), at
+most MAX_SENTENCES sentences are looked at and MAX_STATEMENTS kept, every pattern is linear
+(character classes with fixed alternatives, no nested unbounded repetition), and each kind's
+pattern runs only when the sentence holds a word it needs (a set lookup). No turn costs more than
+a few milliseconds whatever its length (bench/extraction_offline.py measures it).
+
+Decisions: no Chinese segmenter (jieba loads a dictionary for ~1 s on first use, which would break
+the per-turn bound, and a morphological split is not needed to keep a whole sentence); Chinese
+tags come from names after 叫, places after 去/到/住在, and a small vocabulary. Relative dates are
+resolved by hand for a bounded set of phrases (text.relative_dates) instead of a date parser.
 """
 from __future__ import annotations
 
