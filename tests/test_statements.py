@@ -185,3 +185,11 @@ def test_only_the_first_max_chars_are_examined():
     # the cut falls between words, so a clipped word does not become a fact
     assert extract_facts("Don't worry. " * 500, at=AT) == []
     assert len(extract_facts("Yesterday I adopted a dog named Rex. " * 200, at=AT)) <= 12
+
+
+def test_tags_are_the_entities_and_topics_of_the_sentence():
+    (d,) = extract_statements('Anthony and I went to see "Becoming Nicole" at the Grand Canyon film festival.', AT)
+    assert {"anthony", "becoming nicole", "grand canyon"} <= set(d.tags)
+    (d,) = extract_statements("I took a road trip for research for my next movie.", AT)
+    assert {"road trip", "movie"} <= set(d.tags)
+    assert all(t == t.lower() for t in d.tags)

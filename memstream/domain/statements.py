@@ -413,9 +413,49 @@ def _tags_en(body: str, extra: list[str]) -> tuple[str, ...]:
         if len(tag) > 1:
             tags.append(tag.lower())
     tags.extend(m.group(1).strip().lower() for m in _QUOTED.finditer(body))
-    tags.extend(_vocab_tags(body.lower()))
+    low = body.lower()
+    tags.extend(_vocab_tags(low))
     tags.extend(extra)
+    tags.extend(_noun_phrases(low))
     return _dedup(tags)
+
+
+_PHRASE_TOKEN = re.compile(r"[a-z][a-z'-]*|[^\sa-z]")
+_DETERMINERS = frozenset("a an the my our some these his her their two three four five several another".split())
+_ADJECTIVES = frozenset(
+    "great awesome amazing new big little small huge old young first second third last next real whole few same other "
+    "good bad nice cool beautiful lovely cute best favorite favourite fun special different own local short long "
+    "tough hard easy quick whole entire huge tiny super incredible wonderful fantastic perfect gorgeous fresh "
+    "recent latest couple bit lot lots ton tons kind sort type part interesting strong stronger carefree happy sad "
+    "hard-working positive negative important huge massive main major minor full empty quiet loud busy free".split())
+_NOT_TOPIC = frozenset("time times day days week weeks month months year years weekend weekends while minute minutes "
+                       "hour hours moment moments named called way ways".split())
+
+
+def _noun_phrases(low: str) -> list[str]:
+    """Topic words without a tagger: the words after a determiner up to a function word or a
+    punctuation mark, adjectives dropped, the last two kept ("a LGBTQ support group" → "support
+    group", "my new dance studio" → "dance studio", "some wholesalers" → "wholesalers")."""
+    toks = _PHRASE_TOKEN.findall(low)
+    out: list[str] = []
+    i = 0
+    while i < len(toks):
+        if toks[i] in _DETERMINERS:
+            j, words = i + 1, []
+            while j < len(toks) and len(words) < 4 and toks[j][0].isalpha() and toks[j] not in STOP \
+                    and toks[j] not in _NOT_ENTITY and toks[j] not in _EMPTY_WORDS and toks[j] not in _DETERMINERS \
+                    and "'" not in toks[j] and toks[j] not in _NOT_TOPIC \
+                    and not (len(toks[j]) > 5 and toks[j].endswith("ed")):
+                words.append(toks[j])
+                j += 1
+            while words and words[0] in _ADJECTIVES:
+                words.pop(0)
+            if words and len(words) <= 3 and not words[-1].endswith("ly"):
+                out.append(" ".join(words[-2:]))
+            i = j
+        else:
+            i += 1
+    return out
 
 
 def _dedup(tags: list[str]) -> tuple[str, ...]:
