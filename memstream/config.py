@@ -97,6 +97,7 @@ class Settings(BaseSettings):
     tick_slice_users: int = Field(100, ge=1, description="Users the memory processor ages per decay.ticked event; a tick for more continues in further tick events, so facts never wait behind a whole partition.")
     session_summary_chunk: int = Field(10, ge=1, description="A session's older messages are summarised (session.summarized) once this many have fallen out of the MaxTurns x 2 window.")
     session_summary_chars: int = Field(600, ge=50, description="Most characters of a session's rolling summary.")
+    session_idle_minutes: float = Field(30.0, gt=0, description="A session with no message for this long (event time) is closed when the user speaks in another one: what no episode told yet becomes an episodic memory.")
 
     @property
     def kafka_bootstrap(self) -> str:

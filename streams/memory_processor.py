@@ -18,6 +18,7 @@ import logging
 from memstream import watermarks
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
+from memstream.embedding import Embedder
 from memstream.errors import InvalidEvent
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import decode, encode
@@ -28,7 +29,8 @@ from streams.session_summarizer import attach_session_summarizer
 log = logging.getLogger("memstream.memory")
 
 
-def build(settings: Settings):
+def build(settings: Settings, embedder: Embedder | None = None):
+    """`embedder`: for the session summarizer's episodes (none: no episodes)."""
     app = make_app("memory", settings)
     keys = KeyStore(settings)
     facts_topic = settings.topic("facts")
@@ -40,7 +42,7 @@ def build(settings: Settings):
     # Keys and values are raw bytes (the app's serializers): the values are sealed.
     states = app.Table("user-state", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
     ledgers = app.Table("user-ledger", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
-    sessions = attach_session_summarizer(app, settings, keys, memory)
+    sessions = attach_session_summarizer(app, settings, keys, memory, embedder)
     core = MemoryCore(settings, Rules.from_settings(settings), keys, states, ledgers, SealedStates(keys),
                       on_user_erased=sessions.drop_user)
 

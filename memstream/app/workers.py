@@ -43,8 +43,9 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         from streams.llm_extractor import build as build_llm
         _run_faust(build_llm(settings, make_embedder(settings)))
     elif name == "memory":
+        from memstream.embedding import make_embedder
         from streams.memory_processor import build
-        _run_faust(build(settings))
+        _run_faust(build(settings, make_embedder(settings)))   # the embedder: session episodes
     elif name == TICKER:
         from memstream.app import ticker
         ticker.run(settings)

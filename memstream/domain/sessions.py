@@ -9,6 +9,12 @@ Folding a chunk at a time (not one message per turn) keeps LLM calls at one per 
 State is bounded per session: at most window + chunk messages, the summary, and the ids of the
 last DONE_CAP summarised messages (so a re-delivered turn is not summarised twice). A late turn
 older than what was already summarised joins the next chunk.
+
+Episodes: what a session was about becomes long-term memory too (category `episodic`). Each
+chunk that is summarised yields an episode of that chunk, and a session that went idle — the
+user speaks in another session more than `idle` seconds after its last message — yields an
+episode of what no episode covered yet. `episode_through` remembers the newest message an
+episode covered, so no message is told twice. All decided at event time, never the clock.
 """
 from __future__ import annotations
 
@@ -29,10 +35,13 @@ class SessionState:
     through_id: str = ""
     buf: list[list] = field(default_factory=list)   # [time, event_id, role, content], oldest first
     done: list[str] = field(default_factory=list)
+    episode_through: list = field(default_factory=lambda: [0.0, ""])   # (time, id) of the newest message an episode told
+    episodes: int = 0               # episodes told so far (numbers their ids)
 
     def to_dict(self) -> dict:
         return {"summary": self.summary, "version": self.version, "count": self.count, "through": self.through,
-                "through_id": self.through_id, "buf": self.buf, "done": self.done}
+                "through_id": self.through_id, "buf": self.buf, "done": self.done,
+                "episode_through": self.episode_through, "episodes": self.episodes}
 
     @classmethod
     def from_dict(cls, d: dict) -> "SessionState":
@@ -77,3 +86,48 @@ def extractive_summary(previous: str | None, older: list[list], max_chars: int) 
     if len(text) > max_chars:
         text = "…" + text[-(max_chars - 1):]
     return text
+
+
+# -- episodes -----------------------------------------------------------------------------------
+
+EPISODE_IMPORTANCE = 0.4
+EPISODE_LINE_CHARS = 160   # per message: an episode keeps more of each than the rolling summary
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= n:
+        return text
+    cut = text[:n].rsplit(" ", 1)[0] if " " in text[:n] else text[:n]
+    return cut + "…"
+
+
+def untold(state: SessionState, messages: list[list]) -> list[list]:
+    """The messages no episode covered yet, oldest first."""
+    mark = tuple(state.episode_through)
+    return [m for m in messages if (m[0], m[1]) > mark]
+
+
+def tell(state: SessionState, messages: list[list]) -> int:
+    """Record that an episode now covers `messages`; returns the episode's number (1, 2, …)."""
+    newest = max((m[0], m[1]) for m in messages)
+    if newest > tuple(state.episode_through):
+        state.episode_through = list(newest)
+    state.episodes += 1
+    return state.episodes
+
+
+def episode_content(day: str, messages: list[list], max_chars: int) -> str | None:
+    """An episode in words: the day, then each message (clipped), in order. None when the user
+    said nothing in it."""
+    if not any(m[2] == "user" and m[3].strip() for m in messages):
+        return None
+    lines = [f"{'User' if m[2] == 'user' else m[2].capitalize()}: {_clip(m[3], EPISODE_LINE_CHARS)}"
+             for m in messages if m[3].strip()]
+    text = f"Conversation on {day}: " + " / ".join(lines)
+    return text if len(text) <= max_chars else text[:max_chars - 1] + "…"
+
+
+def idle_sessions(open_sessions: dict[str, float], current: str, at: float, idle_s: float) -> list[str]:
+    """The user's other open sessions whose last message is more than `idle_s` before `at`."""
+    return sorted(s for s, last in open_sessions.items() if s != current and at - last > idle_s)
