@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = Field(SecretStr("none"), description="API key for the LLM endpoint.")
     llm_concurrency: int = Field(4, ge=1, description="Most LLM calls in flight at once per extractor-llm worker.")
     llm_timeout_s: float = Field(10.0, gt=0, description="Timeout of one LLM call, in seconds.")
+    llm_response_format: Literal["json_object", "json_object_schema", "json_schema"] = Field("json_object", description="How answers are constrained: JSON mode; JSON mode plus the answer's JSON Schema (llama.cpp's server turns it into a grammar: `memstream llm serve` needs this); or OpenAI structured outputs.")
     llm_max_attempts: int = Field(3, ge=1, description="Attempts per LLM call (transport errors and timeouts), with exponential backoff and jitter.")
 
     # -- memory rules (calibrated for multilingual-e5-small; see docs/calibration.md) -------

@@ -167,11 +167,13 @@ def _retryable(exc: Exception) -> bool:
 
 class LlmClient:
     def __init__(self, base_url: str, model: str, api_key: str = "none", *, concurrency: int = 4,
-                 timeout_s: float = 10.0, max_attempts: int = 3, backoff_s: float = 0.5, backoff_max_s: float = 8.0):
+                 timeout_s: float = 10.0, max_attempts: int = 3, backoff_s: float = 0.5, backoff_max_s: float = 8.0,
+                 response_format: str = "json_object"):
         # max_retries=0: the openai client must not retry behind our back (our loop counts,
         # logs and bounds every attempt).
         self._client = AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self.model = model
+        self.response_format = response_format
         self.timeout_s = timeout_s
         self.max_attempts = max(1, max_attempts)
         self.backoff_s = backoff_s
@@ -185,7 +187,7 @@ class LlmClient:
             raise ValueError("the LLM channel needs MEMSTREAM_LLM_BASE_URL")
         return cls(settings.llm_base_url, settings.llm_model, settings.llm_api_key.get_secret_value(),
                    concurrency=settings.llm_concurrency, timeout_s=settings.llm_timeout_s,
-                   max_attempts=settings.llm_max_attempts)
+                   max_attempts=settings.llm_max_attempts, response_format=settings.llm_response_format)
 
     def counters(self) -> dict[str, int]:
         return {"calls": self.calls, "retries": self.retries, "timeouts": self.timeouts,
@@ -215,7 +217,7 @@ class LlmClient:
         """Ask, validate, and re-ask once if the answer is not valid JSON for `schema`."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
         for ask in (1, 2):
-            answer = await self._complete(messages, what)
+            answer = await self._complete(messages, what, self._format(schema, what))
             if answer is None:
                 return None  # transport gave up; already counted and logged
             try:
@@ -236,7 +238,17 @@ class LlmClient:
                                                 "Answer again with only the JSON object."}]
         return None
 
-    async def _complete(self, messages: list[dict], what: str) -> str | None:
+    def _format(self, schema: type[BaseModel], what: str) -> dict:
+        """The response_format asked for: plain JSON mode, or JSON mode constrained by the answer's
+        schema — llama.cpp's server ("json_object" + "schema": a grammar constrains decoding, which
+        a small local model needs) or OpenAI's structured outputs ("json_schema")."""
+        if self.response_format == "json_object_schema":
+            return {"type": "json_object", "schema": schema.model_json_schema()}
+        if self.response_format == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": what, "schema": schema.model_json_schema()}}
+        return {"type": "json_object"}
+
+    async def _complete(self, messages: list[dict], what: str, response_format: dict | None = None) -> str | None:
         """One chat completion with bounded attempts; None after the last failure (never raises)."""
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
@@ -250,7 +262,7 @@ class LlmClient:
                     async with asyncio.timeout(self.timeout_s):
                         resp = await self._client.chat.completions.create(
                             model=self.model, messages=messages, temperature=0,
-                            response_format={"type": "json_object"})
+                            response_format=response_format or {"type": "json_object"})
                 return (resp.choices[0].message.content or "") if resp.choices else ""
             except asyncio.CancelledError:
                 raise

@@ -249,6 +249,11 @@ def cmd_topics(args) -> None:
     print("created: " + (", ".join(created) if created else "nothing (all topics exist)"))
 
 
+def cmd_llm(args) -> None:
+    from memstream.app.llm_serve import serve
+    serve(get_settings(), args.host, args.port, args.n_ctx)
+
+
 def cmd_schemas(args) -> None:
     from schemas.jsonschema_export import export
     for path in export():
@@ -387,6 +392,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["create"])
     s.set_defaults(fn=cmd_topics)
 
+    s = sub.add_parser("llm", help="a small local LLM for the LLM channel (optional extra: .[llm])")
+    s.add_argument("action", choices=["serve"])
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--n-ctx", dest="n_ctx", type=int, default=4096)
+    s.set_defaults(fn=cmd_llm)
     s = sub.add_parser("schemas", help="export the JSON Schemas from the typed models")
     s.add_argument("action", choices=["export"])
     s.set_defaults(fn=cmd_schemas)
