@@ -226,15 +226,15 @@ def _residual_words(sentence: str) -> int:
     from memstream.domain.text import STOP
     cjk = re.findall(r"[\u3400-\u9fff]", sentence)
     if cjk:
-        return sum(1 for c in cjk if c not in "我你他她们的了是也都很和还而且并就吧啊呢吗")
-    return sum(1 for w in re.findall(r"[a-z][a-z']*", sentence.lower())
+        return sum(1 for c in cjk if c not in "我你他她们的了是也都很和还而且并就吧啊呢吗") // 2   # ~2 characters a word
+    return sum(1 for w in re.findall(r"[a-z0-9][a-z0-9']*", sentence.lower())
                if w not in STOP and w not in {"i'm", "i've", "so", "too", "now", "really", "also", "very"})
 
 
 def extract_facts(text: str, at: datetime | None = None) -> list[FactDraft]:
     """Everything worth keeping from a user turn without an LLM: the rule facts (slots: name,
     location, likes, constraints), then the statement facts (memstream/domain/statements.py) of
-    sentences the rules did not already say. A sentence whose rule facts leave fewer than three
+    sentences the rules did not already say. A sentence whose rule facts leave fewer than two
     content words besides them ("I'm allergic to peanuts.", "我对花生过敏，我喜欢喝咖啡") yields no
     statement too; one with more to say ("I live in Paris with my husband and two kids") yields both.
     `at` is the turn's event time, for dates like "last week"."""
@@ -252,7 +252,7 @@ def extract_facts(text: str, at: datetime | None = None) -> list[FactDraft]:
                 rest.append(text[pos:max(pos, s)])
                 pos = max(pos, e)
             rest.append(text[pos:end])
-            if _residual_words(" ".join(rest)) < 3:
+            if _residual_words(" ".join(rest)) < 2:
                 continue
         out.append((start, draft))
     return [d for _, d in sorted(out, key=lambda x: x[0])]

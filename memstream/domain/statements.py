@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memstream.domain.classification import STATEMENT_KINDS
+from memstream.domain.classification import STATEMENT_KINDS, classify_rules
 from memstream.domain.extraction import FactDraft, bounded
 from memstream.domain.text import STOP, RelativeDate, relative_dates
 
@@ -61,8 +61,24 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
            r"don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
            r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)|"
            r"so far,? so good|cheers|trust me|fyi|anyway|oh well|ugh|phew|woohoo|yay|hah|ha")
+
+
+def _top_level(alternation: str) -> list[str]:
+    """The alternatives of a pattern at parenthesis depth 0 ("a|b(?:c|d)" → ["a", "b(?:c|d)"])."""
+    out, depth, cur = [], 0, []
+    for ch in alternation:
+        if ch == "|" and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
 # Longest first: the engine takes the first alternative that fits ("so far, so good" before "so").
-_INTERJ = "|".join(sorted(_INTERJ.split("|"), key=len, reverse=True))
+_INTERJ = "|".join(sorted(_top_level(_INTERJ), key=len, reverse=True))
 # Leading interjections and a vocative name: "Hey Caroline, I …", "Thanks, Mel - I …".
 _LEAD_EN = re.compile(r"^(?:(?i:" + _INTERJ + r")\b(?:\s+(?i:so much|a lot|a bunch))?[\s,!.:;~-]*"
                       r"(?:[A-Z][a-z]+(?:\s[A-Z][a-z]+)?\s*[,!:-]+\s*)?)+")
@@ -72,6 +88,7 @@ def _strip_lead(body: str) -> str:
     return (body[m.end():] if m else body).strip(" ,-:;")
 
 
+_PREP_BEFORE = re.compile(r"(?i)\b(?:by|until|till|before|after|since|from)\s+$")
 _TRAILING_VOCATIVE = re.compile(r",\s+([A-Z][a-z]+)$")
 _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
 # Only forms that cannot open a sentence with a subject of their own: "Learning something new is
@@ -92,7 +109,7 @@ _FILLER_START_EN = re.compile(
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
     r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
-    r"check (?:it|this|that) out|check out|check (?:this|these)|look at (?:this|that)|take a look)")
+    r"check (?:it|this|that) out|check out|check (?:this|these)|look at (?:this|that)|take a look|i meant|i mean\b)")
 _FILLER_ANY_EN = re.compile(
     r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
     r"good to (?:see|hear)|nice to (?:meet|see|hear)|glad to hear|happy for you|proud of you|sorry to hear|"
@@ -150,6 +167,8 @@ _IRREGULAR_PAST = frozenset(
     "froze stole woke forgot built sent spent lent bent meant sat stood understood held heard paid said sold "
     "slept swept wept became overcame hid bit shot lit fought sought read led fed fled spun stuck struck hung "
     "dug quit shut cut hit put set let hurt cost split spread beat burnt learnt dreamt".split())
+# Present forms that end like a past one ("I need" is not "I needed").
+_PRESENT_ED = frozenset("need feed bleed breed speed heed proceed succeed exceed seed shed wed embed bed".split())
 # Past forms that are also present forms ("I let", "I put") do not make a sentence an event.
 _PAST_ONLY = sorted(_IRREGULAR_PAST - frozenset("read quit shut cut hit put set let hurt cost split spread beat".split()))
 _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
@@ -191,7 +210,8 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"next (?:week|month|year|weekend|summer|spring|fall|autumn|winter|time)|tomorrow|this (?:weekend|coming)|"
         r"upcoming|can't wait to|(?:i'm|i am|we're|we are)\s+(?:(?:" + _ADV + r")\s+)*(?:searching|looking|saving up) for)\b")),
     ("event", re.compile(
-        r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?!(?:loved|liked|enjoyed|hated|adored|admired|preferred)\b)"
+        r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?!(?:loved|liked|enjoyed|hated|adored|admired|preferred|"
+        r"need|feed|bleed|breed|speed|heed|proceed|succeed|exceed|seed|shed|wed|embed)\b)"
         r"(?P<past>[a-z]+ed|" + "|".join(_PAST_ONLY) + r")|"
         r"(?:i've|we've|i have|we have)\s+(?:(?:" + _ADV + r")\s+)*(?:been|had|done|made|started|finished|got|"
         r"gotten|visited|seen|tried|taken|learned|joined|begun|written|read|won|[a-z]+ed))\b")),
@@ -291,7 +311,8 @@ def _third_person_verb(word: str) -> str:
                  "go": "goes", "dont": "doesn't", "ain't": "isn't", "'m": "is"}
     if lw in irregular:
         return irregular[lw]
-    if (lw in _IRREGULAR_PAST or lw.endswith(("ed", "ing", "n't")) or not lw.isalpha()
+    if (lw in _IRREGULAR_PAST or (lw.endswith("ed") and lw not in _PRESENT_ED) or lw.endswith(("ing", "n't"))
+            or not lw.isalpha()
             or lw in {"was", "can", "could", "will", "would", "should", "might", "must", "may", "had", "did",
                       "cannot", "used", "gotta", "got", "too", "myself", "and", "or", "who", "that", "as", "a", "the",
                       "an", "to", "in", "on", "at", "for", "with", "of", "if", "when", "because", "since", "but"}):
@@ -580,17 +601,31 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
         if thing:
             tag_extra.append(thing.lower())
     text = body
+    inline = False
     if rel is not None:
-        for r in reversed(rels):           # every phrase naming that date: "Yesterday was… on screen yesterday"
-            if r.label == rel.label:
-                text = _remove_span(text, r.start, r.end)
+        if _PREP_BEFORE.search(body, max(0, rel.start - 8), rel.start):
+            # "by tomorrow" → "by 2026-12-01": a deadline or a start reads right only in place
+            text = body[:rel.start] + rel.label + body[rel.end:]
+            inline = True
+        else:
+            for r in reversed(rels):       # every phrase naming that date: "Yesterday was… on screen yesterday"
+                if r.label == rel.label:
+                    text = _remove_span(text, r.start, r.end)
     content = third_person_en(text).strip(" ,-")
     if not content:
         return None
     content = content[0].upper() + content[1:]
     content = _cap(content)
-    if rel is not None:
+    if rel is not None and not inline:
         content += " (" + _DATE_EN[rel.unit].format(rel.label) + ")"
+    if kind == "statement":
+        # the catch-all takes the classification rules' word when they have one ("… fails with a
+        # timeout error" is a tool failure, "User is from Ohio" an identity)
+        ruled = classify_rules(content)
+        if ruled is not None and ruled[0] in ("tool_failure", "identity", "policy"):
+            return FactDraft(rule="statement.en.statement", key=None, value=None, content=content, category=ruled[0],
+                             importance=0.6 if ruled[0] == "tool_failure" else 0.7, slot_hint=ruled[2],
+                             tags=_tags_en(body, tag_extra), event_date=rel.day.isoformat() if rel else None)
     return _draft(kind, content, _tags_en(body, tag_extra), rel, "en", key, value)
 
 
