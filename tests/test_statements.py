@@ -193,3 +193,19 @@ def test_tags_are_the_entities_and_topics_of_the_sentence():
     (d,) = extract_statements("I took a road trip for research for my next movie.", AT)
     assert {"road trip", "movie"} <= set(d.tags)
     assert all(t == t.lower() for t in d.tags)
+
+
+def test_deadlines_dates_in_place_and_present_tense_verbs():
+    (d,) = extract_statements("I need this done by tomorrow.", AT)
+    assert (d.content, d.event_date) == ("User needs this done by 2026-12-01", "2026-12-01")
+
+
+def test_leading_interjections_and_vocatives_are_not_part_of_the_fact():
+    (d,) = extract_statements("Hey Caroline, since we last chatted, I adopted two kittens!", AT)
+    assert d.content == "User adopted two kittens"
+    assert extract_statements("Sorry, I meant the second option.", AT) == []
+
+
+def test_a_catch_all_sentence_takes_the_classification_rules_category():
+    (d,) = extract_statements("The deploy script fails with a timeout error whenever I run it.", AT)
+    assert (d.category, d.slot_hint) == ("tool_failure", "tool")
