@@ -88,6 +88,15 @@ def _strip_lead(body: str) -> str:
     return (body[m.end():] if m else body).strip(" ,-:;")
 
 
+# Chat spelling without apostrophes ("im a nurse", "i dont eat meat").
+_CONTRACTIONS = {"im": "I'm", "ive": "I've", "dont": "don't", "cant": "can't", "didnt": "didn't", "doesnt": "doesn't",
+                 "isnt": "isn't", "wasnt": "wasn't", "havent": "haven't", "ill": "I'll"}
+_NO_APOSTROPHE = re.compile(r"(?i)\b(?:im|ive|dont|cant|didnt|doesnt|isnt|wasnt|havent)\b|\bill(?=\s+(?:be|go|try|have|do|get|"
+                            r"make|see|take|start|call)\b)")
+_TRAILING_FILLER = re.compile(r"(?i)(?:[\s,!.]+(?:lol|lmao|haha+|hehe+|xd|:\)|:d|;\)))+$")
+_TECH_WORDS = frozenset("code script deploy deployment build test tests server api command function query program app "
+                        "database db docker pipeline request endpoint compile compiler install error errors exception "
+                        "traceback bug crash crashes cli container cluster job migration service tool".split())
 _PREP_BEFORE = re.compile(r"(?i)\b(?:by|until|till|before|after|since|from)\s+$")
 _TRAILING_VOCATIVE = re.compile(r",\s+([A-Z][a-z]+)$")
 _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
@@ -130,7 +139,8 @@ _JOBS = ("nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|teacher|pr
          "retiree|stay-at-home mom|stay-at-home dad|homemaker|translator|pastor|priest|activist|instructor|"
          "trainer|personal trainer|sales rep|salesperson|marketer|ux designer|web developer|biologist|chemist")
 _JOB = r"(?P<job>" + "|".join(sorted(_JOBS.split("|"), key=len, reverse=True)) + r")"
-_OCC_KEY = re.compile(r"(?i)\b(?:i'm|i am|i work as|i'm working as|i worked as|i've been working as)\s+(?:an?\s+)?"
+# The occupation slot (a new value supersedes the old): present tense only, "I worked as a nurse" is history.
+_OCC_KEY = re.compile(r"(?i)\b(?:i'm|i am|i work as|i'm working as|i've been working as)\s+(?:an?\s+)?"
                       r"(?:(?:full-time|part-time|freelance|registered|senior|junior|lead|head|professional|retired|"
                       r"new|night|high school|elementary school|middle school|school|ER|ICU)\s+)?" + _JOB + r"s?\b")
 # Vocabularies: words separated by spaces; "_" joins the words of a phrase ("guinea_pig").
@@ -538,6 +548,10 @@ def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | N
 
 def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     s = sentence.strip().replace("’", "'").replace("‘", "'")
+    letters = sum(c.isalpha() for c in s)
+    if letters > 8 and sum(c.isupper() for c in s) > 0.7 * letters:
+        s = s.lower()                      # "MY DOG DIED LAST WEEK"
+    s = _NO_APOSTROPHE.sub(lambda m: _CONTRACTIONS[m.group(0).lower()], s)
     if s.endswith("?"):
         # "I finished another pottery project - want to see a pic?": the statement before the dash stays
         cut = max(s.rfind(" - "), s.rfind(" – "), s.rfind(" — "))
@@ -548,7 +562,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
         return None
     if _FP_WORDS.isdisjoint(_TOKEN.findall(s.lower())) and _ELIDED_WORDS.isdisjoint(_TOKEN.findall(s.lower())):
         return None     # nothing about the speaker (most sentences of a chat leave here)
-    body = s.rstrip(".!…~ ").strip()
+    body = _TRAILING_FILLER.sub("", s.rstrip(".!…~ ")).strip()
     body = _strip_lead(body)
     tv = _TRAILING_VOCATIVE.search(body)
     if tv and tv.group(1).lower() not in _NOT_ENTITY:
@@ -576,11 +590,16 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
                 kind = k
                 break
     words = _content_words_en(low)
+    ruled = None
     if kind not in _STRONG:
         if ((not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body))
                 or (not _YOU_WORDS.isdisjoint(toks) and kind in {"opinion", "feeling", "statement", "family", "plan"})):
             return None
-        if words < _MIN_WORDS[kind]:
+        ruled = classify_rules(body) if kind == "statement" else None
+        if ruled is not None and (ruled[0] not in ("tool_failure", "identity", "policy")
+                                  or (ruled[0] == "tool_failure" and _TECH_WORDS.isdisjoint(toks))):
+            ruled = None      # "my business is failing" is no tool failure
+        if words < (2 if ruled else _MIN_WORDS[kind]):
             return None
         if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and not low.startswith(("my ", "our ")):
             return None
@@ -618,14 +637,12 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     content = _cap(content)
     if rel is not None and not inline:
         content += " (" + _DATE_EN[rel.unit].format(rel.label) + ")"
-    if kind == "statement":
+    if kind == "statement" and ruled is not None:
         # the catch-all takes the classification rules' word when they have one ("… fails with a
-        # timeout error" is a tool failure, "User is from Ohio" an identity)
-        ruled = classify_rules(content)
-        if ruled is not None and ruled[0] in ("tool_failure", "identity", "policy"):
-            return FactDraft(rule="statement.en.statement", key=None, value=None, content=content, category=ruled[0],
-                             importance=0.6 if ruled[0] == "tool_failure" else 0.7, slot_hint=ruled[2],
-                             tags=_tags_en(body, tag_extra), event_date=rel.day.isoformat() if rel else None)
+        # timeout error" is a tool failure, "User is from Ohio" an identity, "I dont eat meat" a policy)
+        return FactDraft(rule="statement.en.statement", key=None, value=None, content=content, category=ruled[0],
+                         importance=0.6 if ruled[0] == "tool_failure" else 0.7, slot_hint=ruled[2],
+                         tags=_tags_en(body, tag_extra), event_date=rel.day.isoformat() if rel else None)
     return _draft(kind, content, _tags_en(body, tag_extra), rel, "en", key, value)
 
 
