@@ -209,3 +209,11 @@ def test_leading_interjections_and_vocatives_are_not_part_of_the_fact():
 def test_a_catch_all_sentence_takes_the_classification_rules_category():
     (d,) = extract_statements("The deploy script fails with a timeout error whenever I run it.", AT)
     assert (d.category, d.slot_hint) == ("tool_failure", "tool")
+
+
+def test_chat_spelling():
+    assert [d.content for d in extract_statements("im a nurse lol", AT)] == ["User is a nurse"]
+    assert [d.content for d in extract_statements("MY DOG DIED LAST WEEK", AT)] == ["User's dog died (week of 2026-11-23)"]
+    (d,) = extract_statements("i dont eat meat anymore", AT)
+    assert (d.category, d.content) == ("policy", "User doesn't eat meat anymore")
+    assert extract_statements("I worked as a nurse for ten years.", AT)[0].key is None   # history, not the current job
