@@ -97,6 +97,7 @@ _TRAILING_FILLER = re.compile(r"(?i)(?:[\s,!.]+(?:lol|lmao|haha+|hehe+|xd|:\)|:d
 _TECH_WORDS = frozenset("code script deploy deployment build test tests server api command function query program app "
                         "database db docker pipeline request endpoint compile compiler install error errors exception "
                         "traceback bug crash crashes cli container cluster job migration service tool".split())
+_DATE_AS_SUBJECT = re.compile(r"(?i)^(?:was|has been|is|will be)\b[^,;]{0,40}[,;]\s*(?=\S)")
 _PREP_BEFORE = re.compile(r"(?i)\b(?:by|until|till|before|after|since|from)\s+$")
 _TRAILING_VOCATIVE = re.compile(r",\s+([A-Z][a-z]+)$")
 _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
@@ -183,7 +184,7 @@ _PRESENT_ED = frozenset("need feed bleed breed speed heed proceed succeed exceed
 _PAST_ONLY = sorted(_IRREGULAR_PAST - frozenset("read quit shut cut hit put set let hurt cost split spread beat".split()))
 _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
     ("health", re.compile(
-        r"(?i)\b(?:allerg\w*|diagnos\w*|disease|illness|sick|injur\w*|hurt my|broke my|sprained|surgery|hospital\w*|"
+        r"(?i)\b(?:allerg\w*|diagnos\w*|disease|illness|sick|injur\w*|hurt my|broke my (?!heart)|sprained|surgery|hospital\w*|"
         r"my doctor|medication|meds|prescri\w*|diabet\w*|asthma|cancer|tumou?r|pregnan\w*|depress\w*|anxiety|adhd|"
         r"autis\w*|migraines?|accident|blood pressure|vegetarian|vegan|gluten|lactose|intoleran\w*|recover\w*|"
         r"chronic|insomnia|covid|the flu|a fever|physical therapy|rehab|concussion|arthritis|allergies|"
@@ -338,7 +339,7 @@ _PRONOUN = re.compile(r"(?<![\w'-])(?:(?P<icontr>[Ii]'(?:m|ve|ll|d))|(?P<iam>[Ii
                       r"|(?P<other>[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Uu]s|[Oo]ur|[Oo]urs|[Oo]urselves))(?![\w-])")
 _VERB_AFTER = re.compile(r"((?:\s+(?:" + _ADV + r"))*)\s+([A-Za-z']+)")
 _COORD = re.compile(r"(?:,\s*|\s)(?:and|but|so|then|or)\s+$")
-_PLURAL_SUBJECT = re.compile(r"[A-Za-z]\s+and\s+$")      # "Anthony and I went", not ", and I want"
+_COMPOUND = re.compile(r"(?:\b(?:my|our|his|her|their|the)\s+[\w-]+|\b[A-Z][a-z]+)\s+and\s+$")  # "Anthony and I"
 _LATER = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "our": "their", "ours": "theirs",
           "ourselves": "themselves", "us": "them"}
 _HAD_NEXT = frozenset("been had never already just gone done seen forgotten known got gotten".split())
@@ -373,9 +374,11 @@ def third_person_en(text: str) -> str:
             out.append(word if drop else "User " + word)
             seen_i = named = True
         elif g == "i":
-            drop = seen_i and _COORD.search(text, max(0, m.start() - 8), m.start()) is not None
+            # "my family and I went" is a compound subject (plural verb, nothing dropped); "I'm a
+            # nurse and I work" repeats the subject of a coordinated clause (dropped)
+            plural = _COMPOUND.search(text, max(0, m.start() - 40), m.start()) is not None
+            drop = not plural and seen_i and _COORD.search(text, max(0, m.start() - 8), m.start()) is not None
             nxt = _VERB_AFTER.match(text, pos)
-            plural = _PLURAL_SUBJECT.search(text, max(0, m.start() - 30), m.start()) is not None and not drop
             if nxt and not plural:
                 out.append(("" if drop else "User") + nxt.group(1) + " " + _third_person_verb(nxt.group(2)))
                 if drop:
@@ -597,8 +600,9 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
             return None
         ruled = classify_rules(body) if kind == "statement" else None
         if ruled is not None and (ruled[0] not in ("tool_failure", "identity", "policy")
-                                  or (ruled[0] == "tool_failure" and _TECH_WORDS.isdisjoint(toks))):
-            ruled = None      # "my business is failing" is no tool failure
+                                  or (ruled[0] == "tool_failure" and _TECH_WORDS.isdisjoint(toks))
+                                  or (ruled[0] == "identity" and ruled[2] not in ("location", "age"))):
+            ruled = None      # "my business is failing" is no tool failure, "a constant reminder" no job
         if words < (2 if ruled else _MIN_WORDS[kind]):
             return None
         if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and not low.startswith(("my ", "our ")):
@@ -630,6 +634,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
             for r in reversed(rels):       # every phrase naming that date: "Yesterday was… on screen yesterday"
                 if r.label == rel.label:
                     text = _remove_span(text, r.start, r.end)
+            text = _DATE_AS_SUBJECT.sub("", text)   # "Last week was wild, I got noticed…" → "I got noticed…"
     content = third_person_en(text).strip(" ,-")
     if not content:
         return None
