@@ -463,7 +463,9 @@ _ADJECTIVES = frozenset(
     "recent latest couple bit lot lots ton tons kind sort type part interesting strong stronger carefree happy sad "
     "hard-working positive negative important huge massive main major minor full empty quiet loud busy free".split())
 _NOT_TOPIC = frozenset("time times day days week weeks month months year years weekend weekends while minute minutes "
-                       "hour hours moment moments named called way ways".split())
+                       "hour hours moment moments named called way ways towards toward into onto through across "
+                       "around over under between among without within during behind near like than via per upon "
+                       "along beyond".split())
 
 
 def _noun_phrases(low: str) -> list[str]:
