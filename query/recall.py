@@ -1,14 +1,24 @@
-"""Recall, layered: filters → vector search → keyword path → time path → rerank → 1-hop graph expansion → top-k.
+"""Recall, layered: filters → vector search → keyword path → time path → rerank → diversify → 1-hop graph expansion → top-k.
 
 Filtered ANN: an HNSW scan followed by a user filter can return nothing when the user's rows are
 a tiny share of the index. We rely on pgvector 0.8's iterative index scans
 (`hnsw.iterative_scan = relaxed_order`), which keep scanning until enough rows pass the filter,
 plus a btree on (user_id, created_at) that the planner picks for users with few memories (an
 exact scan). tests/test_recall.py shows both a 10-memory and a 100,000-memory user get k results.
+
+Two tiers: active memories, and the archive (rows that forgetting archived: status `archived`,
+or `expired` in projections older than the archive). Both are searched; an archived hit's score
+is multiplied by `recall_archived_penalty`, so it ranks below an active memory of the same
+relevance, and it is marked (`archived: true`, and in `why`). The `memory.recalled` event names
+the archived ones (`archived_ids`): the memory processor revives them. `archived=False` on the
+request searches the active tier only.
+
+What the LoCoMo harness (bench/locomo.py) measured for each stage is in docs/calibration.md.
 """
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -20,8 +30,12 @@ from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
 from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
-COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, "
-           "1 - (embedding <=> %(q)s) AS sim")
+COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, status, "
+           "terms, embedding, 1 - (embedding <=> %(q)s) AS sim")
+ARCHIVED = ("archived", "expired")     # `expired`: what projections said before forgetting archived
+ACTIVE_TIER = ("active",)
+BOTH_TIERS = ("active",) + ARCHIVED
+KEYWORD_LIMIT = 200                    # keyword candidates per query, the semantically closest first
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,7 @@ class RecallRequest:
     min_score: float | None = None
     expand: bool = True
     query_embedding: list[float] | None = None  # skip embedding the query (precomputed)
+    archived: bool = True                    # search the archive tier too (ranked below active memories)
 
 
 @dataclass
@@ -47,6 +62,7 @@ class RecallHit:
     created_at: str
     score: float
     why: dict = field(default_factory=dict)
+    archived: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -63,19 +79,82 @@ class Weights:
     sim_floor: float = 0.0        # similarities are rescaled from [floor, 1] to [0, 1]
     keyword: float = 0.5          # match = 1 - (1 - sim') × (1 - keyword × bm25 / ceiling): a noisy-or
     time: float = 0.2             # + time when the memory's event time falls on a date the query names
+    redundancy: float = 1.0       # − redundancy × max(0, cos(hit, a better hit) − redundancy_threshold)
+    redundancy_threshold: float = 0.9
+    archived: float = 0.8         # an archived memory's score × this (< 1: below active ones of equal relevance)
+    candidates: int = 50          # vector candidates taken before the rerank (at least 4 × k)
 
 
 def weights_from(settings) -> Weights:
     return Weights(settings.recall_w_similarity, settings.recall_w_importance, settings.recall_w_recency,
                    settings.recall_w_frequency, settings.recall_recency_half_life_days, settings.recall_graph_score,
-                   settings.recall_sim_floor,
-                   # not settings yet (memstream/config.py): the defaults above until they are
-                   keyword=settings.recall_w_keyword, time=settings.recall_w_time)
+                   settings.recall_sim_floor, keyword=settings.recall_w_keyword, time=settings.recall_w_time,
+                   redundancy=settings.recall_w_redundancy, redundancy_threshold=settings.recall_redundancy_threshold,
+                   archived=settings.recall_archived_penalty, candidates=settings.recall_candidates)
+
+
+# -- keyword matching with light stemming ------------------------------------------------------
+# Questions and memories inflect the same word differently ("dance" / "dancing", "turtles" /
+# "turtle", "painted" / "painting"); the stored `terms` are the plain tokens. A crude English
+# suffix stripper (no dictionary) puts inflections on one stem for BM25, and the GIN prefilter is
+# given every inflection of a query word that strips back to the same stem.
+
+_SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("edly", ""), ("ed", ""), ("ers", "er"), ("es", ""), ("s", ""),
+             ("ly", ""))
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    if len(word) <= 3 or not (word.isascii() and word.isalpha()):
+        return word
+    for suf, rep in _SUFFIXES:
+        if word.endswith(suf) and len(word) - len(suf) >= 3:
+            word = word[: len(word) - len(suf)] + rep
+            break
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":   # running → runn → run
+        word = word[:-1]
+    if len(word) > 3 and word.endswith("e"):                                # dance, danced → danc
+        word = word[:-1]
+    return word
+
+
+def inflections(word: str) -> set[str]:
+    """`word` and the inflections of it that stem() maps to the same stem (for the GIN prefilter)."""
+    s = stem(word)
+    if s == word and not (word.isascii() and word.isalpha() and len(word) > 3):
+        return {word}
+    bases = {s, s + "e", word}
+    if s.endswith("y"):
+        bases.add(s[:-1] + "i")
+    out = set()
+    for b in bases:
+        out.update((b, b + "s", b + "es", b + "ed", b + "ing", b + "er", b + "ers", b + "ly", b + "d"))
+        if b.endswith("i"):
+            out.update((b + "es", b + "ed"))
+        if b and b[-1] not in "aeiouy":
+            out.update((b + b[-1] + "ing", b + b[-1] + "ed", b + b[-1] + "er"))
+    return {v for v in out if stem(v) == s} | {word}
+
+
+def keyword_scores(query: str, terms: dict[str, list[str]]) -> dict[str, float]:
+    """BM25 of each memory for the query on stemmed tokens, divided by the BM25 ceiling: an absolute
+    [0, 1] scale on which a memory sharing only a common word with the query stays a weak match.
+    `terms`: each memory's stored distinct tokens (the projector's `terms` column), so nothing is
+    re-tokenised per query; term frequencies are taken as 1, which short memories mostly are."""
+    q = [stem(t) for t in tokens(query)]
+    docs = {mid: [stem(t) for t in toks] for mid, toks in terms.items()}
+    docs = {mid: toks for mid, toks in docs.items() if set(q) & set(toks)}
+    if not q or not docs:
+        return {}
+    avg = sum(map(len, docs.values())) / len(docs)
+    scores = bm25(q, docs, len(docs) + 1, avg)
+    ceiling = bm25_ceiling(q, docs, len(docs) + 1)
+    return {mid: min(1.0, s / ceiling) for mid, s in scores.items()} if ceiling > 0 else {}
 
 
 def _filters(req: RecallRequest, now: datetime) -> tuple[sql.Composable, dict]:
-    where = [sql.SQL("user_id = %(u)s AND status = 'active'")]
-    params: dict = {"u": req.user}
+    where = [sql.SQL("user_id = %(u)s AND status = ANY(%(statuses)s)")]
+    params: dict = {"u": req.user, "statuses": list(BOTH_TIERS if req.archived else ACTIVE_TIER)}
     if req.categories:
         where.append(sql.SQL("category = ANY(%(cats)s)"))
         params["cats"] = list(req.categories)
@@ -96,47 +175,48 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
                    dtype=np.float32)
     where, params = _filters(req, now)
     params["q"] = q
-    n_candidates = max(req.k * 4, 40)
-    qterms = sorted(set(tokens(req.query)))
-    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+    n_candidates = max(req.k * 4, w.candidates)
+    qterms = sorted({v for t in set(tokens(req.query)) for v in inflections(t)})
+    windows = date_ranges(req.query) if w.time else []
+    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur, conn.transaction():
+        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cur.execute("SET LOCAL hnsw.ef_search = 100")
         # 1. vector search, user-scoped, iterative HNSW scan (or the planner's exact scan)
-        with conn.transaction():
-            cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cur.execute("SET LOCAL hnsw.ef_search = 100")
-            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ")
-                        + where + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates})
-            rows = {r["memory_id"]: r for r in cur.fetchall()}
-        # 2. keyword path: names, numbers and dates that vectors miss
+        cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ")
+                    + where + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates},
+                    binary=True)
+        rows = {r["memory_id"]: r for r in cur.fetchall()}
+        # 2. keyword path: names, numbers and dates that vectors miss (any inflection of a query word)
         keyword: dict[str, float] = {}
         if qterms:
             cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where
-                        + sql.SQL(" AND terms && %(terms)s LIMIT 200"), {**params, "terms": qterms})
+                        + sql.SQL(" AND terms && %(terms)s ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
+                        {**params, "terms": qterms, "n": KEYWORD_LIMIT}, binary=True)
             found = {r["memory_id"]: r for r in cur.fetchall()}
-            if found:
-                docs = {mid: tokens(r["content"]) for mid, r in found.items()}
-                avg = sum(map(len, docs.values())) / len(docs)
-                scores = bm25(tokens(req.query), docs, len(docs) + 1, avg)
-                # Absolute scale (not "best match = 1"): a memory sharing only a common word with a
-                # question stays a weak keyword match even when nothing matches better.
-                ceiling = bm25_ceiling(tokens(req.query), docs, len(docs) + 1)
-                keyword = {mid: min(1.0, s / ceiling) for mid, s in scores.items()} if ceiling > 0 else {}
-                for mid in keyword:
-                    rows.setdefault(mid, found[mid])
+            keyword = keyword_scores(req.query, {mid: r["terms"] for mid, r in found.items()})
+            for mid in keyword:
+                rows.setdefault(mid, found[mid])
         # 3. time path: dates the query names ("on 8 May, 2023", "in June 2022") select memories
         #    by event time (the btree on (user_id, created_at)), best similarity first
-        windows = date_ranges(req.query) if w.time else []
         if windows:
             within = sql.SQL(" OR ").join(sql.SQL("(created_at >= {} AND created_at < {})").format(sql.Literal(a), sql.Literal(b))
                                           for a, b in windows)
             cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + sql.SQL(" AND (")
-                        + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates})
+                        + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates},
+                        binary=True)
             for r in cur.fetchall():
                 rows.setdefault(r["memory_id"], r)
     # 4. rerank
     hits = {mid: _score(r, keyword.get(mid), w, now, any(a <= r["created_at"] < b for a, b in windows))
             for mid, r in rows.items()}
     ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
-    # 5. 1-hop graph expansion from the best hits: a neighbour scores graph_score × its seed's
+    # 5. diversify: a hit nearly identical to a better one says little new (restatements, a merge's
+    #    parts); it is lowered by how far its cosine to the closest better hit exceeds the threshold
+    if w.redundancy and len(ranked) > 1:
+        ranked = _diversify(ranked, {mid: r["embedding"] for mid, r in rows.items()}, w,
+                            max(2 * req.k, 40))
+        hits = {h.memory_id: h for h in ranked}
+    # 6. 1-hop graph expansion from the best hits: a neighbour scores graph_score × its seed's
     #    score, or its own score if that is higher (merge, dedup)
     if req.expand and ranked:
         for hit in _expand(models, req, ranked[: min(5, req.k)], where, params, w):
@@ -147,6 +227,36 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
     if req.min_score is not None:
         hits = [h for h in hits if h.score >= req.min_score]
     return hits[: req.k]
+
+
+def _diversify(ranked: list[RecallHit], vectors: dict, w: Weights, window: int) -> list[RecallHit]:
+    """Greedy: repeatedly take the best of the top `window` hits after its redundancy penalty
+    against those already taken. The penalised scores come out non-increasing; hits past the
+    window keep their order below."""
+    head, tail = ranked[:window], ranked[window:]
+    E = np.asarray([_array(vectors[h.memory_id]) for h in head], dtype=np.float32)
+    base = np.asarray([h.score for h in head])
+    closest = np.full(len(head), -1.0)
+    left = list(range(len(head)))
+    out: list[RecallHit] = []
+    while left:
+        pen = w.redundancy * np.maximum(0.0, closest[left] - w.redundancy_threshold)
+        vals = base[left] - pen
+        j = int(np.argmax(vals))
+        i = left.pop(j)
+        h = head[i]
+        if pen[j] > 0:
+            h.score = round(float(vals[j]), 6)
+            h.why["redundancy"] = round(float(pen[j]), 4)
+        out.append(h)
+        if left:
+            closest[left] = np.maximum(closest[left], E[left] @ E[i])
+    # a penalised pick can fall below hits past the window: one stable sort keeps scores in order
+    return sorted(out + tail, key=lambda h: (-h.score, h.memory_id))
+
+
+def _array(v) -> np.ndarray:
+    return v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v, dtype=np.float32)
 
 
 def _rescale(sim: float, floor: float) -> float:
@@ -175,8 +285,12 @@ def _score(r: dict, keyword: float | None, w: Weights, now: datetime, in_time: b
         freq = min(1.0, math.log1p(r["access_count"]) / math.log1p(100))
         score += w.frequency * freq
         why["frequency"] = round(freq, 4)
+    archived = r["status"] in ARCHIVED
+    if archived:
+        score *= w.archived
+        why["archived"] = True
     return RecallHit(r["memory_id"], r["content"], r["category"], list(r["tags"]), float(r["importance"]),
-                     r["created_at"].isoformat(), round(score, 6), why)
+                     r["created_at"].isoformat(), round(score, 6), why, archived)
 
 
 def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
@@ -184,8 +298,9 @@ def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
     with models.graph.session() as s:
         # the namespace's current graph generation, resolved in the same query (replay swaps it)
         pairs = s.run(RESOLVE + "UNWIND $ids AS sid MATCH (m:Memory {ns: gen, id: sid})-[:FOLLOWS|SIMILAR_TO]-(n:Memory) "
-                      "WHERE n.user = $u AND n.status = 'active' RETURN sid, n.id AS nid",
-                      ids=[h.memory_id for h in seeds], ns=models.settings.namespace, u=req.user).data()
+                      "WHERE n.user = $u AND n.status IN $statuses RETURN sid, n.id AS nid",
+                      ids=[h.memory_id for h in seeds], ns=models.settings.namespace, u=req.user,
+                      statuses=params["statuses"]).data()
     origin: dict[str, str] = {}
     for p in pairs:
         origin.setdefault(p["nid"], p["sid"])  # seeds come best first, so the best seed wins
@@ -194,25 +309,37 @@ def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         # the same filters apply to expanded items: a filter is a promise about every result
         cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where
-                    + sql.SQL(" AND memory_id = ANY(%(ids)s)"), {**params, "ids": list(origin)})
+                    + sql.SQL(" AND memory_id = ANY(%(ids)s)"), {**params, "ids": list(origin)}, binary=True)
         rows = cur.fetchall()
     # A neighbour scores relative to its seed: with rescaled similarities a typical direct hit
     # scores ~0.4, so the seed design's fixed 0.45 would rank neighbours above the hits they came
-    # from (docs/calibration.md).
+    # from (docs/calibration.md). An archived neighbour takes the archive's penalty as well.
     seed_score = {h.memory_id: h.score for h in seeds}
-    return [RecallHit(r["memory_id"], r["content"], r["category"], list(r["tags"]), float(r["importance"]),
-                      r["created_at"].isoformat(), round(w.graph_score * seed_score[origin[r["memory_id"]]], 6),
-                      {"expanded_from": origin[r["memory_id"]], "similarity": round(float(r["sim"]), 4),
-                       "importance": round(float(r["importance"]), 4)})
-            for r in rows]
+    out = []
+    for r in rows:
+        archived = r["status"] in ARCHIVED
+        why = {"expanded_from": origin[r["memory_id"]], "similarity": round(float(r["sim"]), 4),
+               "importance": round(float(r["importance"]), 4)}
+        if archived:
+            why["archived"] = True
+        score = w.graph_score * seed_score[origin[r["memory_id"]]] * (w.archived if archived else 1.0)
+        out.append(RecallHit(r["memory_id"], r["content"], r["category"], list(r["tags"]), float(r["importance"]),
+                             r["created_at"].isoformat(), round(score, 6), why, archived))
+    return out
 
 
 def recalled_event(hits: list[RecallHit], source: str):
     """The `memory.recalled` event for one recall call (None when nothing was returned).
 
     Published by the query side (API, CLI) on the memory topic, keyed by the user: the memory
-    processor refreshes the returned memories' access (count, last access) from it.
+    processor refreshes the returned memories' access (count, last access) from it, and revives
+    the archived ones among them (`archived_ids`).
     """
     from schemas.events import MemoryRecalled
     ids = list(dict.fromkeys(h.memory_id for h in hits))
-    return MemoryRecalled(memory_ids=ids, source=source) if ids else None
+    if not ids:
+        return None
+    archived = list(dict.fromkeys(h.memory_id for h in hits if h.archived))
+    if archived and "archived_ids" in MemoryRecalled.model_fields:
+        return MemoryRecalled(memory_ids=ids, source=source, archived_ids=archived)
+    return MemoryRecalled(memory_ids=ids, source=source)

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from query.context import ContextRequest, build_context
 from query.profile import profile
-from query.recall import RecallRequest, recall
+from query.recall import (RecallHit, RecallRequest, _diversify, inflections, keyword_scores, recall, recalled_event,
+                          stem, weights_from)
 from query.store import ReadModels
 from projections.queries import memories
 from tests.facts_helpers import publish_facts
@@ -142,3 +144,100 @@ def test_context_fills_slots_within_budget_and_never_drops_constraints(settings,
     assert tight["slots"]["constraints"]["cut"] == 0
     assert sum(s["cut"] for name, s in tight["slots"].items() if name != "total") > 0
     assert tight["slots"]["recall"]["kept"] < roomy["slots"]["recall"]["kept"]
+
+
+# -- pure parts of the rerank --------------------------------------------------------------------
+
+def test_keyword_matching_folds_inflections_onto_one_stem():
+    assert stem("dancing") == stem("dance") == stem("danced") == stem("dances")
+    assert stem("turtles") == stem("turtle") and stem("hobbies") == stem("hobby") and stem("running") == stem("run")
+    assert stem("4471") == "4471" and stem("咖啡") == "咖啡" and stem("was") == "was"
+    assert {"dancing", "dances", "danced", "dance"} <= inflections("dance")    # what the GIN prefilter is given
+    assert all(stem(v) == stem("turtles") for v in inflections("turtles"))
+    scores = keyword_scores("What does Jon's dance make him feel?",
+                            {"a": ["jon", "loves", "dancing"], "b": ["jon", "opened", "studio"], "c": ["gina", "sells", "clothes"]})
+    assert scores["a"] > scores.get("b", 0) and "c" not in scores
+
+
+def _hit(mid, score):
+    return RecallHit(mid, mid, "fact", [], 0.5, "2026-01-01T00:00:00+00:00", score)
+
+
+def test_a_near_copy_of_a_better_hit_gives_way_to_other_evidence():
+    w = replace(weights_from(__import__("memstream.config", fromlist=["x"]).get_settings()),
+                redundancy=1.0, redundancy_threshold=0.9)
+    e1 = [1.0, 0.0, 0.0]
+    near = [0.99, 0.141, 0.0]          # cos 0.99 to e1
+    other = [0.0, 1.0, 0.0]
+    ranked = [_hit("best", 0.60), _hit("copy", 0.58), _hit("other", 0.55)]
+    out = _diversify(ranked, {"best": e1, "copy": near, "other": other}, w, window=40)
+    assert [h.memory_id for h in out] == ["best", "other", "copy"]
+    assert out[2].why["redundancy"] == pytest.approx(0.09, abs=1e-3) and out[2].score == pytest.approx(0.49, abs=1e-3)
+    assert "redundancy" not in out[1].why
+    assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
+
+
+# -- the archive tier --------------------------------------------------------------------------
+
+def _archive(settings, user, memory_id, status="archived"):
+    from psycopg import sql as _sql
+
+    from projections import pg
+    with pg.connect(settings, autocommit=True) as conn:
+        conn.execute(_sql.SQL("UPDATE {s}.memory_items SET status = %s WHERE user_id = %s AND memory_id = %s")
+                     .format(s=pg.schema(settings)), (status, user, memory_id))
+
+
+def test_recall_searches_the_archive_below_active_memories_and_names_the_archived(settings, keys, pipeline, models):
+    user = seeded(settings, keys, [
+        {"content": "User keeps the spare house key under the blue flowerpot", "key": "spare_key", "value": "blue flowerpot"},
+        {"content": "User hides the garage key under the doormat", "key": "garage_key", "value": "doormat"},
+        {"content": "User's favourite dish is mushroom risotto"},
+    ])
+    q = "Where is the user's spare key?"
+    flat = replace(weights_from(settings), redundancy=0.0)   # scores without the diversity step
+    before = {h.memory_id: h for h in recall(models, RecallRequest(user, q, k=3, expand=False), flat)}
+    first, second = sorted(before.values(), key=lambda h: -h.score)[:2]
+    assert first.content.startswith("User keeps the spare house key") and not first.archived
+    # Forgetting archived the best match (a row kept with its embedding, status archived):
+    _archive(settings, user, first.memory_id)
+    hits = recall(models, RecallRequest(user, q, k=3, expand=False), flat)
+    got = {h.memory_id: h for h in hits}
+    assert first.memory_id in got, "archived memories are still recalled"
+    arch = got[first.memory_id]
+    assert arch.archived and arch.why["archived"] is True and arch.as_dict()["archived"] is True
+    assert arch.score == pytest.approx(settings.recall_archived_penalty * first.score, abs=1e-5)
+    assert not got[second.memory_id].archived and got[second.memory_id].score == pytest.approx(second.score, abs=1e-6)
+    # rows of projections older than the archive say `expired`: the same tier
+    _archive(settings, user, first.memory_id, "expired")
+    again = {h.memory_id: h for h in recall(models, RecallRequest(user, q, k=3, expand=False), flat)}
+    assert again[first.memory_id].archived
+    # the active tier alone, on request
+    assert first.memory_id not in {h.memory_id for h in recall(models, RecallRequest(user, q, k=3, archived=False))}
+    # superseded (outdated) and retired (merged) memories are never recalled
+    _archive(settings, user, first.memory_id, "outdated")
+    assert first.memory_id not in {h.memory_id for h in recall(models, RecallRequest(user, q, k=3))}
+    _archive(settings, user, first.memory_id, "archived")
+    # the memory.recalled event names the archived hits so the processor can revive them
+    hits = recall(models, RecallRequest(user, q, k=3))
+    event = recalled_event(hits, "test")
+    assert set(event.memory_ids) == {h.memory_id for h in hits}
+    assert event.archived_ids == [first.memory_id]
+    assert recalled_event([h for h in hits if not h.archived], "test").archived_ids == []
+
+
+def test_an_archived_memory_ranks_below_an_equally_similar_active_one(settings, keys, pipeline, models):
+    # Two memories equally similar to the query: the same text, told on two days (different keys,
+    # so write-time dedup keeps both); archive either one and the active one comes first.
+    text = "User's passport number ends in 7781"
+    user = seeded(settings, keys, [{"content": text, "key": "passport_a", "value": "7781"},
+                                   {"content": text, "key": "passport_b", "value": "7781"}])
+    q = "What does the user's passport number end in?"
+    w = replace(weights_from(settings), redundancy=0.0)
+    both = recall(models, RecallRequest(user, q, k=2, expand=False), w)
+    assert len(both) == 2 and both[0].score == pytest.approx(both[1].score, abs=1e-6)
+    for victim in (both[0].memory_id, both[1].memory_id):
+        _archive(settings, user, victim)
+        hits = recall(models, RecallRequest(user, q, k=2, expand=False), w)
+        assert [h.archived for h in hits] == [False, True] and hits[1].memory_id == victim
+        _archive(settings, user, victim, "active")
