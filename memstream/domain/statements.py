@@ -93,6 +93,8 @@ _CONTRACTIONS = {"im": "I'm", "ive": "I've", "dont": "don't", "cant": "can't", "
                  "isnt": "isn't", "wasnt": "wasn't", "havent": "haven't", "ill": "I'll"}
 _NO_APOSTROPHE = re.compile(r"(?i)\b(?:im|ive|dont|cant|didnt|doesnt|isnt|wasnt|havent)\b|\bill(?=\s+(?:be|go|try|have|do|get|"
                             r"make|see|take|start|call)\b)")
+_CHAT_WORDS = frozenset(_CONTRACTIONS)
+_CHAT_FP = frozenset({"im", "ive", "ill"})
 _TRAILING_FILLER = re.compile(r"(?i)(?:[\s,!.]+(?:lol|lmao|haha+|hehe+|xd|:\)|:d|;\)))+$")
 _TECH_WORDS = frozenset("code script deploy deployment build test tests server api command function query program app "
                         "database db docker pipeline request endpoint compile compiler install error errors exception "
@@ -553,20 +555,19 @@ def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | N
 
 def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     s = sentence.strip().replace("’", "'").replace("‘", "'")
-    letters = sum(c.isalpha() for c in s)
-    if letters > 8 and sum(c.isupper() for c in s) > 0.7 * letters:
+    if len(s) > 8 and s.isupper():
         s = s.lower()                      # "MY DOG DIED LAST WEEK"
-    s = _NO_APOSTROPHE.sub(lambda m: _CONTRACTIONS[m.group(0).lower()], s)
     if s.endswith("?"):
         # "I finished another pottery project - want to see a pic?": the statement before the dash stays
         cut = max(s.rfind(" - "), s.rfind(" – "), s.rfind(" — "))
         if cut <= 0:
             return None
         s = s[:cut]
-    if not s:
-        return None
-    if _FP_WORDS.isdisjoint(_TOKEN.findall(s.lower())) and _ELIDED_WORDS.isdisjoint(_TOKEN.findall(s.lower())):
+    toks0 = frozenset(_TOKEN.findall(s.lower()))
+    if _FP_WORDS.isdisjoint(toks0) and _ELIDED_WORDS.isdisjoint(toks0) and _CHAT_FP.isdisjoint(toks0):
         return None     # nothing about the speaker (most sentences of a chat leave here)
+    if not _CHAT_WORDS.isdisjoint(toks0):
+        s = _NO_APOSTROPHE.sub(lambda m: _CONTRACTIONS[m.group(0).lower()], s)
     body = _TRAILING_FILLER.sub("", s.rstrip(".!…~ ")).strip()
     body = _strip_lead(body)
     tv = _TRAILING_VOCATIVE.search(body)
