@@ -17,8 +17,8 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream.config import Settings
-from memstream.errors import MemstreamError
-from schemas.codec import KeyRing, seal_blob
+from memstream.errors import InvalidEvent, MemstreamError
+from schemas.codec import KeyRing, check_user_id, seal_blob
 
 TOPICS = ("turns", "tasks", "facts", "memory", "deadletter")
 PARTITIONER = "murmur2_random"
@@ -133,28 +133,64 @@ class EventProducer:
         self._poller.join(timeout=1)
 
 
+# A dead-letter copy is the original sealed (base64, +33%) inside a JSON body: above this size only
+# its digest is kept, so the dead letter itself always fits a Kafka request (1 MiB by default).
+DEAD_LETTER_RAW_LIMIT = 256 * 1024
+
+
+def check_record_key(key: bytes | None, user: str) -> None:
+    """Law 4 at the consumer: a record's key must be its envelope's user, or it sits in the wrong
+    partition (another processor instance decides for that user). Such a record is poison."""
+    if key is None:
+        raise InvalidEvent(f"record has no key (expected the user id {user!r}): it may sit in another partition than the user's events")
+    if key != user.encode():
+        raise InvalidEvent(f"record key {key[:64]!r} is not its envelope's user {user[:64]!r}")
+
+
 def dead_letter_record(keys: KeyRing, *, reason: str, topic: str, partition: int, offset: int,
                        consumer: str, key: bytes | None, raw: bytes | None) -> bytes:
     """A dead-letter record: why, where from, and the original bytes only in sealed form.
 
     The original may hold personal text in the clear; copying it to another topic in the clear
     would survive erasure. So the copy is sealed with the key's user's data key, and a record
-    without a usable key keeps only its digest and size — the source position still leads to
-    the original.
+    without a usable key (none, not UTF-8, control characters), or one larger than
+    DEAD_LETTER_RAW_LIMIT, keeps only its digest and size — the source position still leads to
+    the original. Raises only transient errors (the key store unreachable).
     """
     sealed = None
+    omitted = None
+    user = None
     if key:
         try:
-            sealed = seal_blob(keys, key.decode(), f"deadletter:{topic}:{partition}:{offset}", raw or b"")
-        except UnicodeDecodeError:
-            sealed = None
+            user = key.decode()
+            check_user_id(user)
+        except (UnicodeDecodeError, InvalidEvent):
+            user, omitted = None, "key is not a usable user id"
+    else:
+        omitted = "no key"
+    if user is not None and raw is not None and len(raw) > DEAD_LETTER_RAW_LIMIT:
+        user, omitted = None, f"larger than {DEAD_LETTER_RAW_LIMIT} bytes"
+    if user is not None:
+        sealed = seal_blob(keys, user, f"deadletter:{topic}:{partition}:{offset}", raw or b"")
     body = {
-        "reason": reason,
+        "reason": reason[:2000],
         "source": {"topic": topic, "partition": partition, "offset": offset},
         "consumer": consumer,
-        "key": key.decode("utf-8", "replace") if key is not None else None,
+        "key": key[:512].decode("utf-8", "replace") if key is not None else None,
         "size": len(raw) if raw is not None else 0,
         "sha256": hashlib.sha256(raw).hexdigest() if raw is not None else None,
         "sealed_raw": sealed,
     }
+    if omitted:
+        body["raw_omitted"] = omitted
     return orjson.dumps(body)
+
+
+def dead_letter_key(key: bytes | None) -> str:
+    """The dead letter's own key: the source key when it is a usable user id, else empty."""
+    try:
+        user = (key or b"").decode()
+        check_user_id(user)
+        return user
+    except (UnicodeDecodeError, InvalidEvent):
+        return ""

@@ -12,6 +12,7 @@ import orjson
 from neo4j import GraphDatabase
 
 from memstream.config import Settings
+from memstream.resilience import StalePosition
 from projections import graph_generation
 from projections.batching import Grouping, grouped_runs
 from projections.runner import Item, Projector, TopicPart, kind_by_type
@@ -39,7 +40,13 @@ class GraphProjector(Projector):
         self.driver = None
 
     def setup(self) -> None:
-        self.driver = GraphDatabase.driver(self.settings.neo4j_uri, auth=None)
+        if self.driver is not None:  # a retried setup (Neo4j was down): one driver, not one per try
+            self.driver.close()
+        # The driver reconnects by itself; short timeouts and a short managed-retry window let an
+        # outage surface as ServiceUnavailable (transient) to the runner, which waits it out with
+        # its own backoff and reports `waiting`, instead of blocking inside one call for 30 s.
+        self.driver = GraphDatabase.driver(self.settings.neo4j_uri, auth=None, connection_timeout=5.0,
+                                           connection_acquisition_timeout=10.0, max_transaction_retry_time=5.0)
         with self.driver.session() as s:
             for stmt in SETUP:
                 s.run(stmt).consume()
@@ -87,10 +94,13 @@ class GraphProjector(Projector):
                   "WHERE m.user = r.user DETACH DELETE m",
     }
 
-    def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None:
+    def apply(self, items: list[Item], positions: dict[TopicPart, int],
+              expected: dict[TopicPart, int | None] | None = None) -> None:
         def work(tx):
             if self.generation is None:  # a replay swap may have installed a new generation
                 self.ns = graph_generation.follow(tx, self.settings.namespace)
+            if expected:
+                self._fence(tx, expected)
             for kind, run in grouped_runs(items, self.kind_of, self.GROUPED):
                 if kind == "erase":
                     tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
@@ -127,6 +137,21 @@ class GraphProjector(Projector):
 
         with self.driver.session() as s:
             s.execute_write(work)
+
+    def _fence(self, tx, expected: dict[TopicPart, int | None]) -> None:
+        """Compare-and-set, part 1: lock this batch's position nodes (a write takes the node's lock
+        until the transaction ends, so a second writer waits here), then read them: each must still
+        hold the offset the batch started from, or the whole transaction rolls back."""
+        keys = [{"key": self._key(t, p), "topic": t, "partition": p} for (t, p) in expected]
+        tx.run("UNWIND $pos AS p MERGE (n:ProjectorPosition {key: p.key}) SET n.fence = coalesce(n.fence, 0) + 1",
+               pos=keys).consume()
+        stored = {(r["t"], r["p"]): r["o"] for r in tx.run(
+            "UNWIND $pos AS p MATCH (n:ProjectorPosition {key: p.key}) RETURN p.topic AS t, p.partition AS p, "
+            "n.next_offset AS o", pos=keys).data()}
+        moved = {tp: (stored.get(tp), want) for tp, want in expected.items() if stored.get(tp) != want}
+        if moved:
+            raise StalePosition(f"{self.name}: stored position differs from the one this batch started at: "
+                                + ", ".join(f"{t}:{p} stored {got} expected {want}" for (t, p), (got, want) in moved.items()))
 
     def checksum(self) -> str:
         """Digest of the namespace's nodes (with their properties) and edges, in a fixed order."""

@@ -6,6 +6,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from memstream.config import Settings
+from memstream.resilience import StalePosition
 
 DDL = """
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -76,7 +77,7 @@ def schema(settings: Settings) -> sql.Identifier:
 
 
 def connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection:
-    conn = psycopg.connect(settings.pg_dsn(), autocommit=autocommit)
+    conn = psycopg.connect(settings.pg_dsn(), autocommit=autocommit, connect_timeout=5)
     register_vector(conn)
     return conn
 
@@ -105,12 +106,47 @@ def load_positions(conn: psycopg.Connection, settings: Settings, projector: str)
     return {(t, p): o for t, p, o in rows}
 
 
-def save_positions(cur: psycopg.Cursor, settings: Settings, projector: str, positions: dict[tuple[str, int], int]) -> None:
-    cur.executemany(sql.SQL(
-        "INSERT INTO {s}.projector_positions (projector, topic, partition, next_offset) VALUES (%s, %s, %s, %s) "
-        "ON CONFLICT (projector, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset "
-        "WHERE {s}.projector_positions.next_offset < EXCLUDED.next_offset").format(s=schema(settings)),
-        [(projector, t, p, o) for (t, p), o in positions.items()])
+def save_positions(cur: psycopg.Cursor, settings: Settings, projector: str, positions: dict[tuple[str, int], int],
+                   expected: dict[tuple[str, int], int | None] | None = None) -> None:
+    """Store the projector's next offsets in the caller's transaction.
+
+    Without `expected` (replays, shadows): positions only move forward. With it (the live runner's
+    fence), each (topic, partition) in `expected` is a compare-and-set: its row must still hold
+    the expected offset (None: no row yet), or StalePosition is raised and the caller's whole
+    transaction rolls back — a writer that lost the partition cannot overwrite a newer batch.
+    Concurrent writers serialise on the row lock; the loser re-checks and fails.
+    """
+    fenced = {tp: o for tp, o in positions.items() if expected is not None and tp in expected}
+    rest = {tp: o for tp, o in positions.items() if tp not in fenced}
+    if rest:
+        cur.executemany(sql.SQL(
+            "INSERT INTO {s}.projector_positions (projector, topic, partition, next_offset) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (projector, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset "
+            "WHERE {s}.projector_positions.next_offset < EXCLUDED.next_offset").format(s=schema(settings)),
+            [(projector, t, p, o) for (t, p), o in rest.items()])
+    if not fenced:
+        return
+    assert expected is not None
+    update = [(t, p, expected[(t, p)], o) for (t, p), o in fenced.items() if expected[(t, p)] is not None]
+    insert = [(t, p, o) for (t, p), o in fenced.items() if expected[(t, p)] is None]
+    if update:
+        cur.execute(sql.SQL(
+            "UPDATE {s}.projector_positions AS pp SET next_offset = v.next FROM "
+            "unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[]) AS v(topic, partition, expected, next) "
+            "WHERE pp.projector = %s AND pp.topic = v.topic AND pp.partition = v.partition "
+            "AND pp.next_offset = v.expected").format(s=schema(settings)),
+            ([u[0] for u in update], [u[1] for u in update], [u[2] for u in update], [u[3] for u in update], projector))
+        if cur.rowcount != len(update):
+            raise StalePosition(f"{projector}: stored position differs from the one this batch started at "
+                                f"({len(update) - cur.rowcount} of {len(update)} partitions)")
+    if insert:
+        cur.execute(sql.SQL(
+            "INSERT INTO {s}.projector_positions (projector, topic, partition, next_offset) "
+            "SELECT %s, v.topic, v.partition, v.next FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS v(topic, partition, next) "
+            "ON CONFLICT (projector, topic, partition) DO NOTHING").format(s=schema(settings)),
+            (projector, [i[0] for i in insert], [i[1] for i in insert], [i[2] for i in insert]))
+        if cur.rowcount != len(insert):
+            raise StalePosition(f"{projector}: another writer stored a first position before this batch")
 
 
 def copy_rows(cur: psycopg.Cursor, temp: str, columns: list[tuple[str, str]], rows) -> None:

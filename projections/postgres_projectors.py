@@ -27,18 +27,43 @@ class _PostgresProjector(Projector):
         pg.ensure_schema(self.settings)
         self.conn = pg.connect(self.settings)
 
+    def _connection(self):
+        """The projector's connection, re-opened after an outage closed it (the runner retries
+        the batch; a connection broken mid-transaction is discarded, never reused)."""
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = pg.connect(self.settings)
+        return self.conn
+
     def positions(self) -> dict[TopicPart, int]:
-        return pg.load_positions(self.conn, self.settings, self.name)
+        conn = self._connection()
+        try:
+            return pg.load_positions(conn, self.settings, self.name)
+        except BaseException:
+            self._discard()
+            raise
+
+    def _discard(self) -> None:
+        if self.conn is not None and (self.conn.broken or self.conn.closed):
+            self.conn.close()
+            self.conn = None
 
     def q(self, text: str) -> sql.Composed:
         return sql.SQL(text).format(s=self.s)
 
-    def apply(self, items: list[Item], positions: dict[TopicPart, int]) -> None:
-        with self.conn.transaction():
-            with self.conn.cursor() as cur:
-                pg.hold_writer_lock(cur, self.settings, self.name)  # a replay swap waits for this batch
-                self.write(cur, items)
-                pg.save_positions(cur, self.settings, self.name, positions)
+    def apply(self, items: list[Item], positions: dict[TopicPart, int],
+              expected: dict[TopicPart, int | None] | None = None) -> None:
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    pg.hold_writer_lock(cur, self.settings, self.name)  # a replay swap waits for this batch
+                    self.write(cur, items)
+                    pg.save_positions(cur, self.settings, self.name, positions, expected)
+        except BaseException:
+            self._discard()
+            raise
 
     def write(self, cur, items: list[Item]) -> None:
         raise NotImplementedError

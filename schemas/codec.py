@@ -10,6 +10,7 @@ Decoding order (each step's reason in brackets):
 from __future__ import annotations
 
 import base64
+import binascii
 from datetime import datetime, timezone
 from typing import Protocol
 
@@ -46,13 +47,34 @@ def _pack_vector(values) -> str:
 
 
 def _unpack_vector(text: str) -> list[float]:
-    return np.frombuffer(base64.b64decode(text), dtype="<f4").tolist()
+    if not isinstance(text, str):
+        raise InvalidEvent("sealed vector is not a base64 string")
+    raw = _b64(text, "sealed vector")
+    if len(raw) % 4:
+        raise InvalidEvent(f"sealed vector has {len(raw)} bytes, not a multiple of 4")
+    return np.frombuffer(raw, dtype="<f4").tolist()
+
+
+def _b64(text: str, what: str) -> bytes:
+    """Strict base64 (no stray characters, right padding): anything else is a malformed record."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        raise InvalidEvent(f"{what} is not valid base64") from None
+
+
+def check_user_id(user: str) -> None:
+    """A user id routes (record key), keys (data key row) and names rows: no empty ids, no control
+    characters (a NUL cannot even be stored in a Postgres text column)."""
+    if not user or any(ord(c) < 32 or c == "\x7f" for c in user):
+        raise InvalidEvent(f"user id {user!r} is empty or contains control characters")
 
 
 def make_envelope(data: EventData, *, user: str, time: datetime | None = None, id: str | None = None,
                   causation: str | None = None, correlation: str | None = None,
                   producer: str = "memstream") -> Envelope:
     """A new event. Fresh events get a UUIDv7 stamped with their own event time."""
+    check_user_id(user)
     when = time or datetime.now(timezone.utc)
     if when.tzinfo is None:
         raise InvalidEvent("event time must carry a timezone")
@@ -89,6 +111,7 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
         wire = WireEnvelope.model_validate_json(raw)
     except ValidationError as exc:
         raise InvalidEvent(_format_validation("", exc)) from None
+    check_user_id(wire.user)
     # 2. schema for this (type, version)
     cls = REGISTRY.get((wire.type, wire.v))
     if cls is None:
@@ -104,11 +127,17 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
         if aead is None:
             return Envelope(wire.id, wire.type, LATEST[wire.type].VERSION, wire.user, wire.time, wire.causation,
                             wire.correlation, wire.producer, None, wire.v)
-        blob = base64.b64decode(wire.sealed.ct)
+        blob = _b64(wire.sealed.ct, "sealed ciphertext")
+        if len(blob) < 12 + 16:
+            raise InvalidEvent(f"sealed ciphertext too short ({len(blob)} bytes; nonce and tag alone are 28)")
         try:
             personal = orjson.loads(aead.decrypt(blob[:12], blob[12:], wire.id.encode()))
         except InvalidTag:
             raise InvalidEvent("sealed part fails authentication (tampered, or moved from another event)") from None
+        except orjson.JSONDecodeError:
+            raise InvalidEvent("sealed part is not a JSON object") from None
+        if not isinstance(personal, dict):
+            raise InvalidEvent("sealed part is not a JSON object")
         for name in VECTOR_FIELDS & personal.keys():
             personal[name] = _unpack_vector(personal[name])
         clash = values.keys() & personal.keys()
@@ -125,7 +154,10 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
     # 5. upcast
     latest = LATEST[wire.type]
     if latest is not cls:
-        data = latest.model_validate(upcast(wire.type, wire.v, data.model_dump(), latest.VERSION))
+        try:
+            data = latest.model_validate(upcast(wire.type, wire.v, data.model_dump(), latest.VERSION))
+        except ValidationError as exc:
+            raise InvalidEvent(_format_validation(f"upcast to v{latest.VERSION}: data.", exc)) from None
     return Envelope(wire.id, wire.type, latest.VERSION, wire.user, wire.time, wire.causation,
                     wire.correlation, wire.producer, data, wire.v)
 

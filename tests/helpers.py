@@ -39,3 +39,122 @@ def assert_same_projections(left, right, what: str) -> None:
         finally:
             a.close()
             b.close()
+
+
+# -- a private stack for fault injection (tests/test_faults_*.py) --------------------------------
+# Faults stop Postgres/Neo4j and kill workers: never on the shared stack. This one has its own
+# directory and ports (override with MEMSTREAM_FAULT_*), reuses the shared stack's jars, and is
+# stopped at the end of the session unless MEMSTREAM_FAULT_KEEP_STACK=1 (faster reruns).
+import os as _os
+import tempfile as _tempfile
+from pathlib import Path as _Path
+
+FAULT_STACK_ENV = {
+    "MEMSTREAM_STACK_DIR": _os.environ.get("MEMSTREAM_FAULT_STACK_DIR",
+                                           str(_Path(_tempfile.gettempdir()) / "memstream-faultstack")),
+    "MEMSTREAM_KAFKA_PORT": _os.environ.get("MEMSTREAM_FAULT_KAFKA_PORT", "39092"),
+    "MEMSTREAM_KAFKA_CONTROLLER_PORT": _os.environ.get("MEMSTREAM_FAULT_KAFKA_CONTROLLER_PORT", "39093"),
+    "MEMSTREAM_PG_PORT": _os.environ.get("MEMSTREAM_FAULT_PG_PORT", "45432"),
+    "MEMSTREAM_NEO4J_BOLT_PORT": _os.environ.get("MEMSTREAM_FAULT_NEO4J_BOLT_PORT", "37687"),
+    "MEMSTREAM_API_PORT": _os.environ.get("MEMSTREAM_FAULT_API_PORT", "38080"),
+}
+_FAULT_STACK_STARTED: list = []
+
+
+def fault_stack_settings(namespace: str):
+    """Settings of the private fault stack for `namespace` (its children get FAULT_STACK_ENV)."""
+    from memstream.config import Settings
+    return Settings(namespace=namespace, stack_dir=_Path(FAULT_STACK_ENV["MEMSTREAM_STACK_DIR"]),
+                    kafka_port=int(FAULT_STACK_ENV["MEMSTREAM_KAFKA_PORT"]),
+                    kafka_controller_port=int(FAULT_STACK_ENV["MEMSTREAM_KAFKA_CONTROLLER_PORT"]),
+                    pg_port=int(FAULT_STACK_ENV["MEMSTREAM_PG_PORT"]),
+                    neo4j_bolt_port=int(FAULT_STACK_ENV["MEMSTREAM_NEO4J_BOLT_PORT"]),
+                    api_port=int(FAULT_STACK_ENV["MEMSTREAM_API_PORT"]))
+
+
+def fault_stack_up(settings, request=None) -> None:
+    """Start the private stack (idempotent); stop it when the pytest session ends."""
+    import time as _time
+
+    from memstream.config import get_settings
+    from memstream.stack import services
+    from memstream.stack.process import Layout
+    layout = Layout.of(settings)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    shared_lib = Layout.of(get_settings()).lib   # the shared stack's jars: no second download
+    if not layout.lib.exists():
+        layout.lib.symlink_to(shared_lib, target_is_directory=True)
+    with services._exclusive(layout):
+        services._up(settings, _time.monotonic())
+    if request is not None and not _FAULT_STACK_STARTED and _os.environ.get("MEMSTREAM_FAULT_KEEP_STACK") != "1":
+        _FAULT_STACK_STARTED.append(1)
+        request.config.add_cleanup(lambda: [svc.stop() for svc in services._services(settings)])
+
+
+def fault_service(settings, name: str):
+    from memstream.stack import services
+    return next(svc for svc in services._services(settings) if svc.name == name)
+
+
+def restart_service(settings, name: str, timeout: float = 120.0) -> None:
+    """Start a stopped service of the private stack again and wait until it answers."""
+    from memstream.stack import services
+    svc = fault_service(settings, name)
+    svc.prepare()
+    proc = svc.start()
+    services._wait_healthy(svc, proc, time.monotonic() + timeout)
+    svc.after_healthy()
+
+
+def fault_env(settings) -> dict:
+    """Environment for worker processes on the private stack."""
+    return {**_os.environ, **FAULT_STACK_ENV, "MEMSTREAM_NAMESPACE": settings.namespace,
+            "MEMSTREAM_PARTITIONS": str(settings.partitions)}
+
+
+def stored_total(settings, projector_name: str) -> int:
+    """Sum of a projector's stored next offsets over real topics (watermarks excluded)."""
+    from projections.registry import build_projector
+    proj = build_projector(projector_name, settings)
+    proj.setup()
+    try:
+        return sum(o for (t, _p), o in proj.positions().items() if not t.startswith("watermark:"))
+    finally:
+        proj.close()
+
+
+def end_offsets(settings, topics: list[str]) -> int:
+    """Sum of the high watermarks of the namespace's `topics` (logical names)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "memstream-faults-probe"})
+    try:
+        total = 0
+        for t in topics:
+            for p in range(settings.partitions):
+                total += c.get_watermark_offsets(TopicPartition(settings.topic(t), p), timeout=10)[1]
+        return total
+    finally:
+        c.close()
+
+
+def read_topic(settings, topic: str, timeout: float = 5.0) -> list:
+    """Every record of a namespace topic (logical name), read from the beginning."""
+    import uuid as _uuid
+
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"memstream-read-{_uuid.uuid4().hex}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True})
+    c.subscribe([settings.topic(topic)])
+    out, eof, deadline = [], set(), time.monotonic() + timeout
+    try:
+        while len(eof) < settings.partitions and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                eof.add(m.partition())
+                continue
+            out.append(m)
+        return out
+    finally:
+        c.close()

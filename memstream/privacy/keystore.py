@@ -4,6 +4,12 @@ It is the one piece of state not derived from the log (back it up: see README "K
 Deleting a user's row is erasure: every sealed field of every event of theirs becomes
 unreadable, in Kafka, in backups and in any replay.
 
+Lookups are cached per process. The store survives a Postgres outage: a lost connection is
+re-opened on the next call (one immediate retry), and a call that still fails raises
+`memstream.resilience.Unavailable` — a transient error the consumers wait out. A failed lookup
+is never read as "no key": keys are created only when the database answered that none exists,
+so an outage can neither re-key a user nor cache a user as erased.
+
 Lookups are cached per process. The write-side cache expires after `ttl` seconds so a process
 that missed a `user.erased` event stops sealing with a deleted key soon after; readers evict on
 `user.erased` and also cache misses briefly so a rebuild over an erased user stays fast.
@@ -21,6 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
 from memstream.privacy.masterkeys import MasterKeys, load_master_keys
+from memstream.resilience import Unavailable
 
 DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
@@ -39,13 +46,39 @@ class KeyStore:
         # Data keys belong to the log: a shadow projection of another namespace's log uses that log's keys.
         self._schema = psycopg.sql.Identifier(settings.log_namespace)
         self._master = master or load_master_keys(settings)
-        self._conn = psycopg.connect(settings.pg_dsn(settings.pg_keys_database), autocommit=True)
+        self._dsn = settings.pg_dsn(settings.pg_keys_database)
+        self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
         self._ttl = ttl
         self._write: dict[str, tuple[float, str, AESGCM]] = {}
         self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
+        self._execute(psycopg.sql.SQL(DDL).format(schema=self._schema))
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=5)
+        return self._conn
+
+    def _execute(self, query, params=None, fetch: str | None = None):
+        """Run one statement; on a lost connection reconnect and retry once, then raise Unavailable."""
         with self._lock:
-            self._conn.execute(psycopg.sql.SQL(DDL).format(schema=self._schema))
+            for attempt in (1, 2):
+                try:
+                    cur = self._connection().execute(query, params)
+                    if fetch == "one":
+                        return cur.fetchone()
+                    if fetch == "all":
+                        return cur.fetchall()
+                    return cur
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    if self._conn is not None:
+                        try:
+                            self._conn.close()
+                        except Exception:  # noqa: BLE001 - already broken
+                            pass
+                    self._conn = None
+                    if attempt == 2:
+                        raise Unavailable(f"key store unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
 
     def _sql(self, text: str) -> psycopg.sql.Composed:
         return psycopg.sql.SQL(text).format(schema=self._schema)
@@ -85,8 +118,7 @@ class KeyStore:
     # -- operations ------------------------------------------------------------------------
     def erase(self, user: str) -> bool:
         """Delete the user's data key. Returns whether a key existed."""
-        with self._lock:
-            cur = self._conn.execute(self._sql("DELETE FROM {schema}.user_keys WHERE user_id = %s"), (user,))
+        cur = self._execute(self._sql("DELETE FROM {schema}.user_keys WHERE user_id = %s"), (user,))
         self.forget_cached(user)
         return cur.rowcount > 0
 
@@ -96,27 +128,28 @@ class KeyStore:
     def rotate_master(self) -> int:
         """Re-wrap every data key still wrapped by an older master key. Returns how many."""
         n = 0
-        with self._lock:
-            rows = self._conn.execute(self._sql(
-                "SELECT user_id, kid, wrapped, master_kid FROM {schema}.user_keys WHERE master_kid <> %s"),
-                (self._master.current_kid,)).fetchall()
-            for user, kid, wrapped, master_kid in rows:
-                key = self._master.unwrap(user, kid, master_kid, bytes(wrapped))
-                new_mkid, new_wrapped = self._master.wrap(user, kid, key)
-                self._conn.execute(self._sql(
-                    "UPDATE {schema}.user_keys SET wrapped = %s, master_kid = %s WHERE user_id = %s AND kid = %s"),
-                    (new_wrapped, new_mkid, user, kid))
-                n += 1
+        rows = self._execute(self._sql(
+            "SELECT user_id, kid, wrapped, master_kid FROM {schema}.user_keys WHERE master_kid <> %s"),
+            (self._master.current_kid,), fetch="all")
+        for user, kid, wrapped, master_kid in rows:
+            key = self._master.unwrap(user, kid, master_kid, bytes(wrapped))
+            new_mkid, new_wrapped = self._master.wrap(user, kid, key)
+            self._execute(self._sql(
+                "UPDATE {schema}.user_keys SET wrapped = %s, master_kid = %s WHERE user_id = %s AND kid = %s"),
+                (new_wrapped, new_mkid, user, kid))
+            n += 1
         return n
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     # -- storage ---------------------------------------------------------------------------
     def _load(self, user: str) -> tuple[str, bytes] | None:
-        with self._lock:
-            row = self._conn.execute(self._sql(
-                "SELECT kid, wrapped, master_kid FROM {schema}.user_keys WHERE user_id = %s"), (user,)).fetchone()
+        row = self._execute(self._sql(
+            "SELECT kid, wrapped, master_kid FROM {schema}.user_keys WHERE user_id = %s"), (user,), fetch="one")
         if row is None:
             return None
         kid, wrapped, master_kid = row
@@ -128,10 +161,12 @@ class KeyStore:
         kid = uuid.uuid4().hex[:16]
         key = os.urandom(32)
         master_kid, wrapped = self._master.wrap(user, kid, key)
-        with self._lock:
-            self._conn.execute(self._sql(
-                "INSERT INTO {schema}.user_keys (user_id, kid, wrapped, master_kid) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (user_id) DO NOTHING"), (user, kid, wrapped, master_kid))
+        # An INSERT whose answer was lost (the connection dropped after the commit) is retried by
+        # _execute; ON CONFLICT makes the retry harmless and the read-back returns the one key.
+        self._execute(self._sql(
+            "INSERT INTO {schema}.user_keys (user_id, kid, wrapped, master_kid) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (user_id) DO NOTHING"), (user, kid, wrapped, master_kid))
         row = self._load(user)
-        assert row is not None
+        if row is None:  # deleted between our insert and the read-back: an erasure raced the first event
+            raise Unavailable(f"key of {user!r} vanished while being created; retry")
         return row

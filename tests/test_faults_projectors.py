@@ -1,0 +1,253 @@
+"""Fault injection on the projectors, on a private stack (tests/helpers.py: fault_stack_up).
+
+Each test prints one `FAULT <name>: lost=… duplicated=… recover_s=…` line (pytest -s shows them):
+lost/duplicated are 0 exactly when the faulted projections' content checksums equal a clean run
+of the same input, which every test asserts.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from bench.synthetic import decided_events
+from memstream.bus import DEAD_LETTER_RAW_LIMIT, EventProducer, ensure_topics
+from memstream.privacy.keystore import KeyStore
+from memstream.resilience import StalePosition, read_health
+from projections import pg
+from projections.registry import PROJECTORS, build_projector
+from projections.runner import Item, ProjectorRunner
+from schemas.codec import encode
+from tests.helpers import (assert_same_projections, end_offsets, fault_env, fault_service, fault_stack_settings,
+                           fault_stack_up, read_topic, restart_service, stored_total, wait_for)
+
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
+
+BASE = os.environ["MEMSTREAM_TEST_NAMESPACE"]
+
+
+@pytest.fixture(scope="session")
+def fault_base(request):
+    s = fault_stack_settings(BASE + "_f")
+    fault_stack_up(s, request)
+    return s
+
+
+def _ns(base, tag: str):
+    s = base.model_copy(update={"namespace": f"{BASE}_f{tag}{uuid.uuid4().hex[:4]}"})
+    ensure_topics(s)
+    pg.ensure_schema(s)
+    return s
+
+
+def _clean_run(live, keys):
+    """The same projectors over the same log into separate stores, no faults."""
+    clean = live.model_copy(update={"namespace": live.namespace + "_c", "log_namespace_override": live.namespace})
+    pg.ensure_schema(clean)
+    for name in PROJECTORS:
+        ProjectorRunner(build_projector(name, clean), clean, keys).run(idle_exit_after=2.0)
+    return clean
+
+
+def _publish(settings, keys, events, pace_every: int = 500, pause: float = 0.05) -> threading.Thread:
+    records = [(e.user, encode(e, keys)) for e in events]
+    producer = EventProducer(settings)
+    topic = settings.topic("memory")
+
+    def burst():
+        for i, (user, raw) in enumerate(records):
+            producer.send(topic, user, raw)
+            if i % pace_every == pace_every - 1:
+                time.sleep(pause)
+        producer.close()
+    t = threading.Thread(target=burst, daemon=True)
+    t.start()
+    return t
+
+
+def _start_projectors(settings):
+    import subprocess
+
+    from memstream.app.workers import worker_command
+    log_dir = settings.stack_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"{settings.namespace}-projectors.log", "ab") as log:
+        return subprocess.Popen(worker_command("projectors"), env=fault_env(settings), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _caught_up(settings, total: int) -> bool:
+    return all(stored_total(settings, name) >= total for name in PROJECTORS)
+
+
+def _report(name: str, lost: int, dup: int, recover_s: float, **extra) -> None:
+    more = "".join(f" {k}={v}" for k, v in extra.items())
+    print(f"\nFAULT {name}: lost={lost} duplicated={dup} recover_s={recover_s:.1f}{more}")
+
+
+# -- poison ---------------------------------------------------------------------------------------
+
+def _poison(settings, keys, good) -> list[tuple[str | None, bytes]]:
+    """(key, value) records every consumer must dead-letter: each a different kind of poison."""
+    sample = orjson.loads(encode(good[0], keys))
+    bad_b64 = {**sample, "id": str(uuid.uuid4()), "sealed": {**sample["sealed"], "ct": "!!not*base64!!" * 4}}
+    short_ct = {**sample, "id": str(uuid.uuid4()), "sealed": {**sample["sealed"], "ct": base64.b64encode(b"x" * 16).decode()}}
+    nul_user = {**sample, "id": str(uuid.uuid4()), "user": "nul\x00user"}
+    return [
+        (good[0].user, orjson.dumps(bad_b64)),                                 # malformed base64 ciphertext
+        (good[0].user, orjson.dumps(short_ct)),                                # ciphertext shorter than nonce+tag
+        ("nul\x00user", orjson.dumps(nul_user)),                               # NUL in the user id
+        (None, encode(good[2], keys)),                                         # valid, but no key
+        ("someone-else", encode(good[3], keys)),                               # valid, key is not its user
+        (good[0].user, b"{" + b"x" * (900 * 1024)),                            # 900 KB of garbage
+    ]
+
+
+def test_poison_records_go_to_dead_letters_and_the_rest_is_applied(fault_base):
+    live, clean_log = _ns(fault_base, "p"), _ns(fault_base, "q")
+    keys_live, keys_clean = KeyStore(live), KeyStore(clean_log)
+    events = decided_events(600, live.embed_dim, prefix=f"poison-{uuid.uuid4().hex[:4]}-")
+    poison = _poison(live, keys_live, events)
+    # live log: the good events with the poison spread through them; the reference log: the good ones only
+    from confluent_kafka import Producer
+
+    from memstream.bus import producer_config
+    prod = Producer(producer_config(live, **{"message.max.bytes": 2_000_000}))
+    step = len(events) // (len(poison) + 1)
+    for i, e in enumerate(events):
+        prod.produce(live.topic("memory"), key=e.user.encode(), value=encode(e, keys_live))
+        if i % step == step - 1 and poison:
+            k, v = poison.pop(0)
+            prod.produce(live.topic("memory"), key=None if k is None else k.encode(), value=v)
+    assert prod.flush(30) == 0
+    n_poison = 6
+    total = len(events) + n_poison
+    ref = EventProducer(clean_log)
+    for e in events:
+        ref.send(clean_log.topic("memory"), e.user, encode(e, keys_clean))
+    ref.close()
+
+    t0 = time.monotonic()
+    for name in PROJECTORS:
+        runner = ProjectorRunner(build_projector(name, live), live, keys_live)
+        runner.run(idle_exit_after=2.0)
+        assert runner.error is None and runner.dead_lettered == n_poison, (name, runner.dead_lettered)
+    elapsed = time.monotonic() - t0
+    for name in PROJECTORS:
+        assert stored_total(live, name) == total, f"{name} did not advance past the poison"
+
+    dls = [orjson.loads(m.value()) for m in read_topic(live, "deadletter")]
+    assert len(dls) == n_poison * len(PROJECTORS)
+    assert {d["consumer"] for d in dls} == {f"projector.{n}" for n in PROJECTORS}
+    big = [d for d in dls if d["size"] > DEAD_LETTER_RAW_LIMIT]
+    assert big and all(d["sealed_raw"] is None and "larger than" in d["raw_omitted"] and d["sha256"] for d in big)
+    reasons = " | ".join(sorted({d["reason"] for d in dls}))
+    for needle in ("not valid base64", "too short", "control characters", "no key", "is not its envelope's user"):
+        assert needle in reasons, (needle, reasons)
+
+    # the rest: exactly what a run over the good events alone gives (the audit index records log
+    # positions and topic names, which the poison shifts: compared without them)
+    clean = _clean_run(clean_log, keys_clean)
+    for name in PROJECTORS:
+        a, b = build_projector(name, live), build_projector(name, clean)
+        a.setup()
+        b.setup()
+        try:
+            if name == "audit-index":
+                cols = ["event_id", "user_id", "type", "version", "event_time", "partition", "causation_id",
+                        "correlation_id", "producer", "memory_ids"]
+                assert (pg.table_checksum(a.conn, live, "audit_events", cols, ["event_id"])
+                        == pg.table_checksum(b.conn, clean, "audit_events", cols, ["event_id"])), name
+            else:
+                assert a.checksum() == b.checksum(), f"{name}: poison changed what the good events project to"
+        finally:
+            a.close()
+            b.close()
+    _report("poison (6 kinds x 6 projectors)", 0, 0, elapsed, dead_letters=len(dls))
+    keys_live.close()
+    keys_clean.close()
+
+
+# -- fencing --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["pgvector-items", "neo4j-graph"])
+def test_a_stale_writer_cannot_commit_after_a_newer_batch(fault_base, name):
+    s = _ns(fault_base, "z")
+    keys = KeyStore(s)
+    events = decided_events(40, s.embed_dim, prefix=f"fence-{uuid.uuid4().hex[:4]}-")
+    topic = s.topic("memory")
+    items = [Item(topic, 0, n, e) for n, e in enumerate(events)]
+    tp = (topic, 0)
+    owner, zombie = build_projector(name, s), build_projector(name, s)
+    owner.setup()
+    zombie.setup()
+    try:
+        owner.apply(items[:20], {tp: 20}, expected={tp: None})          # the first writer stores 20
+        owner.apply(items[20:], {tp: 40}, expected={tp: 20})            # the new owner moves on to 40
+        before = owner.checksum()
+        # the zombie still believes the partition is at 20 (or has none): both batches must fail whole
+        changed = [replace(i, event=replace(i.event, time=i.event.time.replace(year=2001))) for i in items[:20]]
+        for stale in ({tp: 20}, {tp: None}):
+            with pytest.raises(StalePosition):
+                zombie.apply(changed, {tp: 20}, expected=stale)
+        assert owner.positions()[tp] == 40
+        assert owner.checksum() == before, "a stale writer's batch changed the read model"
+        # unfenced callers (replays into a shadow) keep the forward-only rule
+        owner.apply([], {tp: 10})
+        assert owner.positions()[tp] == 40
+    finally:
+        owner.close()
+        zombie.close()
+        keys.close()
+
+
+# -- outages and kill -9 ----------------------------------------------------------------------------
+
+def _outage(fault_base, service: str, tag: str, down_s: float = 20.0, n: int = 3000):
+    live = _ns(fault_base, tag)
+    keys = KeyStore(live)
+    events = decided_events(n, live.embed_dim, prefix=f"{tag}-{uuid.uuid4().hex[:4]}-")
+    proc = _start_projectors(live)
+    try:
+        wait_for(lambda: read_health(live).get("projectors", {}).get("components"), timeout=60, what="projectors up")
+        # ~75 events/s for ~40 s: events keep arriving during the whole outage
+        sender = _publish(live, keys, events, pace_every=50, pause=0.65)
+        wait_for(lambda: stored_total(live, "pgvector-items") >= n * 0.15, timeout=120, interval=0.1, what="15% applied")
+        svc = fault_service(live, service)
+        svc.stop()
+        stopped_at = time.monotonic()
+        waiting = wait_for(lambda: [c for c, h in read_health(live)["projectors"]["components"].items()
+                                    if h["state"] == "waiting"], timeout=30, what="a projector to report waiting")
+        time.sleep(max(0.0, down_s - (time.monotonic() - stopped_at)))
+        assert proc.poll() is None, "the projectors worker died during the outage"
+        restart_service(live, service)
+        back_at = time.monotonic()
+        sender.join(timeout=120)
+        wait_for(lambda: _caught_up(live, n), timeout=150, interval=0.2, what="every projector caught up")
+        recover = time.monotonic() - back_at
+        assert proc.poll() is None, "the projectors worker exited instead of waiting"
+        health = read_health(live)["projectors"]["components"]
+        assert all(h["state"] == "running" for h in health.values()), {c: h["state"] for c, h in health.items()}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    clean = _clean_run(live, keys)
+    assert_same_projections(live, clean, f"differs from a clean run after a {service} outage")
+    _report(f"{service} stopped {down_s:.0f}s mid-burst ({n} events)", 0, 0, recover,
+            outage_s=round(back_at - stopped_at, 1), waiting=",".join(sorted(waiting)))
+    keys.close()
+
+
+def test_postgres_outage_mid_burst(fault_base):
+    _outage(fault_base, "postgres", "pgo")
+
+
+def test_neo4j_outage_mid_burst(fault_base):
+    _outage(fault_base, "neo4j", "neo")
