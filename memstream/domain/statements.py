@@ -22,8 +22,8 @@ most MAX_SENTENCES sentences are looked at and MAX_STATEMENTS kept, every patter
 pattern runs only when the sentence holds a word it needs (a set lookup). No turn costs more than
 a few milliseconds whatever its length (bench/extraction_offline.py measures it).
 
-Decisions: no Chinese segmenter (jieba loads a dictionary for ~1 s on first use, which would break
-the per-turn bound, and a morphological split is not needed to keep a whole sentence); Chinese
+Decisions: no Chinese segmenter (jieba builds its dictionary on first use, a start-up cost that
+would land on one turn, and no word split is needed to keep a whole sentence as the fact); Chinese
 tags come from names after 叫, places after 去/到/住在, and a small vocabulary. Relative dates are
 resolved by hand for a bounded set of phrases (text.relative_dates) instead of a date parser.
 """
