@@ -217,3 +217,14 @@ def test_chat_spelling():
     (d,) = extract_statements("i dont eat meat anymore", AT)
     assert (d.category, d.content) == ("policy", "User doesn't eat meat anymore")
     assert extract_statements("I worked as a nurse for ten years.", AT)[0].key is None   # history, not the current job
+
+
+def test_a_sentence_about_what_the_statement_told_joins_it():
+    (d,) = extract_statements("Yesterday I went to a council meeting for adoption. It was inspiring - so many people "
+                              "wanted to create loving homes. How are you?", AT)
+    assert d.content == ("User went to a council meeting for adoption. It was inspiring - so many people wanted to "
+                         "create loving homes (on 2026-11-29)")
+    # only right after a statement, and not when it talks to the other person
+    assert len(extract_statements("It was inspiring. I went to a council meeting.", AT)) == 1
+    (d,) = extract_statements("I went to a council meeting. It was great to see you there.", AT)
+    assert d.content == "User went to a council meeting"

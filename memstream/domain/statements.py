@@ -29,6 +29,7 @@ resolved by hand for a bounded set of phrases (text.relative_dates) instead of a
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime
 
@@ -121,7 +122,8 @@ _FILLER_START_EN = re.compile(
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
     r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
-    r"check (?:it|this|that) out|check out|check (?:this|these)|look at (?:this|that)|take a look|i meant|i mean\b)")
+    r"check (?:it|this|that) out|check out|check (?:this|these)|look at (?:this|that)|take a look|i meant|i mean\b|"
+    r"sounds like|seems like|looks like|been a\b)")
 _FILLER_ANY_EN = re.compile(
     r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
     r"good to (?:see|hear)|nice to (?:meet|see|hear)|glad to hear|happy for you|proud of you|sorry to hear|"
@@ -311,6 +313,7 @@ _GATE_EN = {
 }
 _FP_WORDS = frozenset("i i'm i've i'll i'd me my mine myself we we're we've we'll we'd us our ours ourselves".split())
 _SUBJECT_WORDS = frozenset("i i'm i've i'll i'd we we're we've we'll we'd".split())
+_POSSESSIVE_WORDS = frozenset("my our mine ours".split())
 _YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split())
 _FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got through "
                              "do make what never won't check".split())
@@ -342,6 +345,7 @@ _PRONOUN = re.compile(r"(?<![\w'-])(?:(?P<icontr>[Ii]'(?:m|ve|ll|d))|(?P<iam>[Ii
 _VERB_AFTER = re.compile(r"((?:\s+(?:" + _ADV + r"))*)\s+([A-Za-z']+)")
 _COORD = re.compile(r"(?:,\s*|\s)(?:and|but|so|then|or)\s+$")
 _COMPOUND = re.compile(r"(?:\b(?:my|our|his|her|their|the)\s+[\w-]+|\b[A-Z][a-z]+)\s+and\s+$")  # "Anthony and I"
+_THEY = re.compile(r"(?i)\b(?:they|them|their|theirs|they're|they've|they'll|themselves)\b")
 _LATER = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "our": "their", "ours": "theirs",
           "ourselves": "themselves", "us": "them"}
 _HAD_NEXT = frozenset("been had never already just gone done seen forgotten known got gotten".split())
@@ -356,7 +360,8 @@ def third_person_en(text: str) -> str:
     out: list[str] = []
     pos = 0
     seen_i = False     # "I" was the subject already: "… and I work" drops the second subject
-    named = False      # "User" is written once; later my/me/myself become their/them/themselves
+    named = False      # "User" is written once; later my/me/myself become their/them/themselves…
+    ambiguous = _THEY.search(text) is not None   # …unless "they" already means someone else there
     for m in _PRONOUN.finditer(text):
         if m.start() < pos:
             continue
@@ -394,7 +399,7 @@ def third_person_en(text: str) -> str:
             named = True
         else:
             low = tok.lower()
-            out.append(_LATER[low] if named and low in _LATER else _OTHERS[low])
+            out.append(_LATER[low] if named and not ambiguous and low in _LATER else _OTHERS[low])
             named = True
     out.append(text[pos:])
     s = "".join(out)
@@ -412,7 +417,7 @@ _NOT_ENTITY = frozenset(
     "every each both most many much more such very really can could would should will did do does had have has "
     "is was are were be been being not never always sometimes maybe guess totally definitely absolutely "
     "actually honestly finally recently lately sorry please congrats congratulations aww dude man omg gosh best almost "
-    "especially since because although though once maybe perhaps luckily hopefully sadly anyways life".split())
+    "especially since because although though once maybe perhaps luckily hopefully sadly anyways life gotta".split())
 _TAG_VOCAB = frozenset(_words(_PETS_W) + _words(_RELATIONS_W) + _JOBS.split("|") + [
     t for t in _words(_THINGS_W) if t != "home"] + _words(
     "allergy surgery hospital diabetes asthma cancer pregnancy vegetarian vegan wedding birthday conference concert "
@@ -608,7 +613,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
             ruled = None      # "my business is failing" is no tool failure, "a constant reminder" no job
         if words < (2 if ruled else _MIN_WORDS[kind]):
             return None
-        if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and not low.startswith(("my ", "our ")):
+        if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and _POSSESSIVE_WORDS.isdisjoint(toks):
             return None
     elif words < 1:
         return None
@@ -744,18 +749,62 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
     """(start, end, draft) for each sentence worth keeping, in order; spans are in `text`."""
     text = bounded(text)
     out: list[tuple[int, int, FactDraft]] = []
+    follows = False           # the previous sentence became the last statement (and took no follow-up yet)
     for i, m in enumerate(_SENTENCE.finditer(text)):
         if i >= MAX_SENTENCES:
             break
         sentence = m.group(0)[:MAX_SENTENCE_CHARS]
         if not sentence.strip():
             continue
-        draft = (_statement_zh if _CJK.search(sentence) else _statement_en)(sentence, at)
+        cjk = _CJK.search(sentence)
+        draft = (_statement_zh if cjk else _statement_en)(sentence, at)
         if draft is not None:
-            out.append((m.start(), m.end(), draft))
             if len(out) >= MAX_STATEMENTS:
                 break
+            out.append((m.start(), m.end(), draft))
+            follows = not cjk
+        elif follows:
+            # "I took that pic on a hike near Fort Wayne. The sunset was just incredible.": a sentence
+            # about what the statement before it told joins it, so the fact carries its details
+            more = _follow_up(sentence)
+            start, _, prev = out[-1]
+            if more:
+                out[-1] = (start, m.end(), _joined(prev, more))
+            follows = False
+        else:
+            follows = False
     return out
+
+
+_FOLLOW_UP = re.compile(r"^(?:It|It's|Its|That|That's|This|These|Those|They|They're|Their|The|He|He's|His|She|She's|Her|"
+                        r"There|Everyone|Everything|Everybody)\b")
+
+
+def _follow_up(sentence: str) -> str | None:
+    s = sentence.strip().replace("’", "'").replace("‘", "'")
+    if s.endswith("?"):
+        return None
+    body = _strip_lead(_TRAILING_FILLER.sub("", s.rstrip(".!…~ ")).strip())
+    if not _FOLLOW_UP.match(body) or _FILLER_START_EN.match(body):
+        return None
+    low = body.lower()
+    toks = frozenset(_TOKEN.findall(low))
+    if not _YOU_WORDS.isdisjoint(toks) or (not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body)):
+        return None
+    if _content_words_en(low) < 3:
+        return None
+    return third_person_en(body)
+
+
+def _joined(draft: FactDraft, more: str) -> FactDraft:
+    content, suffix = draft.content, ""
+    if draft.event_date and content.endswith(")") and " (" in content:
+        content, _, suffix = content.rpartition(" (")
+        suffix = " (" + suffix
+    joined = content + ". " + more + suffix
+    if len(joined) > MAX_CONTENT_CHARS:
+        return draft
+    return dataclasses.replace(draft, content=joined)
 
 
 def extract_statements(text: str, at: datetime | None = None) -> list[FactDraft]:
