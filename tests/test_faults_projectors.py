@@ -251,3 +251,44 @@ def test_postgres_outage_mid_burst(fault_base):
 
 def test_neo4j_outage_mid_burst(fault_base):
     _outage(fault_base, "neo4j", "neo")
+
+
+def test_kill_9_projectors_mid_burst_supervisor_restarts(fault_base):
+    from memstream.app.workers import Supervisor
+    live = _ns(fault_base, "k")
+    keys = KeyStore(live)
+    n = 6000
+    events = decided_events(n, live.embed_dim, prefix=f"k9-{uuid.uuid4().hex[:4]}-")
+    import io
+    out = io.StringIO()
+    sup = Supervisor(live, names=("projectors",), env=fault_env(live), out=out)
+    sup.start("projectors")
+    stop = threading.Event()
+
+    def supervise():
+        while not stop.is_set():
+            sup.check()
+            time.sleep(0.1)
+    th = threading.Thread(target=supervise, daemon=True)
+    th.start()
+    try:
+        sender = _publish(live, keys, events, pace_every=200, pause=0.1)
+        wait_for(lambda: stored_total(live, "pgvector-items") >= n * 0.3, timeout=120, interval=0.05, what="30% applied")
+        victim = sup.procs["projectors"].pid
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        killed_total = stored_total(live, "pgvector-items")
+        sender.join(timeout=120)
+        wait_for(lambda: sup.restarts["projectors"] >= 1, timeout=30, what="the supervisor to restart it")
+        wait_for(lambda: _caught_up(live, n), timeout=150, interval=0.2, what="every projector caught up")
+        recover = time.monotonic() - killed_at
+        assert "worker projectors" in out.getvalue() and "SIGKILL" in out.getvalue(), out.getvalue()
+    finally:
+        stop.set()
+        th.join()
+        sup.stop()
+    assert killed_total < n, "the kill landed after the burst was applied; nothing was tested"
+    clean = _clean_run(live, keys)
+    assert_same_projections(live, clean, f"differs from a clean run after kill -9 at {killed_total}")
+    _report("kill -9 projectors mid-burst (supervised)", 0, 0, recover, killed_at=killed_total)
+    keys.close()

@@ -180,24 +180,33 @@ def cmd_worker(args) -> None:
     from projections.registry import PROJECTORS
     from memstream.app.workers import run_worker
     only = tuple(args.only.split(",")) if args.only else PROJECTORS
-    run_worker(args.name, get_settings(), only)
+    run_worker(args.name, get_settings(), only)   # a fatal error raises (SystemExit ≠ 0 or a traceback: exit 1)
 
 
 def cmd_run(args) -> None:
-    import signal
-    import time
+    from memstream.app.workers import Supervisor
+    Supervisor(get_settings()).run()
 
-    from memstream.app.workers import start_pipeline, stop_pipeline
-    procs = start_pipeline(get_settings(), ticker=True)
-    print("pipeline running: " + ", ".join(f"{n} (pid {p.pid})" for n, p in procs.items()) + "; Ctrl-C stops it")
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    try:
-        while not stopping and all(p.poll() is None for p in procs.values()):
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    stop_pipeline(procs)
+
+def cmd_pipeline(args) -> None:
+    from memstream.app.workers import pipeline_status
+    status = pipeline_status(get_settings())
+    if args.json:
+        _print(status, True)
+        return
+    sup = status["supervisor"]
+    print(f"supervisor: {'pid ' + str(sup['pid']) + (' running' if sup['alive'] else ' gone') if sup else 'none'}")
+    if not status["workers"]:
+        print("no worker has reported (none started in this namespace?)")
+    for name, w in status["workers"].items():
+        extra = "" if w["restarts"] is None else f"  restarts {w['restarts']}" + (f" (last: {w['last_exit']})" if w["last_exit"] else "")
+        age = "" if w["heartbeat_age_s"] is None else f"  heartbeat {w['heartbeat_age_s']}s ago"
+        print(f"{name:<14}{w['state']:<9}pid {w['pid'] or '-'}{age}{extra}")
+        for comp, c in w["components"].items():
+            if comp == name and len(w["components"]) > 1:
+                continue
+            why = f"  ({c['reason']})" if c.get("reason") and c.get("state") != "running" else ""
+            print(f"    {comp:<18}{c.get('state', '?'):<9}for {c.get('for_s')}s{why}")
 
 
 def cmd_demo(args) -> None:
@@ -356,7 +365,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--only", help="projectors: comma-separated subset")
     s.set_defaults(fn=cmd_worker)
 
-    sub.add_parser("run", help="run the whole pipeline until Ctrl-C").set_defaults(fn=cmd_run)
+    sub.add_parser("run", help="run the whole pipeline until Ctrl-C, restarting a worker that exits").set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("pipeline", help="the pipeline's workers: alive, waiting (on what), restarts")
+    s.add_argument("action", choices=["status"])
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_pipeline)
     sub.add_parser("demo", help="bring up the stack and run a short demo conversation").set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("erase", help="erase a user: user.erased + delete their data key")

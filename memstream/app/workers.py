@@ -1,7 +1,11 @@
 """Process entry points: each processor and the projectors run in their own process.
 
-`start_pipeline` launches them as child processes (what `memstream run`, the demo and the
-tests use); each can also be started alone with `memstream worker NAME`.
+`start_pipeline` launches them as child processes (what the demo and the tests use);
+`Supervisor` (what `memstream run` uses) also restarts a worker that exits, with backoff, and says
+which one and why. Each can be started alone with `memstream worker NAME`, which exits non-zero on
+a fatal error. Every worker writes a heartbeat with per-component state
+(`<stack_dir>/run/health/<ns>-<worker>.json`, memstream/resilience.py) that
+`memstream pipeline status` reads.
 """
 from __future__ import annotations
 
@@ -11,10 +15,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
+import orjson
+
 from memstream.config import Settings
+from memstream.resilience import Backoff, Health, health_file, pid_alive, read_health
 from projections.registry import PROJECTORS, build_projector
+
+log = logging.getLogger("memstream.supervisor")
 
 WORKERS = ("extractor", "memory", "projectors")
 # The LLM channel runs in its own process and consumer group, so the rule channel never waits for
@@ -33,7 +43,11 @@ def _run_faust(app) -> None:
 def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJECTORS) -> None:
     from memstream.bus import ensure_topics
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    health = Health(settings, name).start()
+    health.set(name, "starting")
     ensure_topics(settings)
+    if name != "projectors":
+        health.set(name, "running")
     if name == "extractor":
         from memstream.embedding import make_embedder
         from streams.extractor import build
@@ -53,7 +67,11 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         from memstream.privacy.keystore import KeyStore
         from projections.runner import ProjectorRunner, run_until_signalled
         keys = KeyStore(settings)
-        run_until_signalled([ProjectorRunner(build_projector(p, settings), settings, keys) for p in projectors])
+        health.set(name, "running")
+        rc = run_until_signalled([ProjectorRunner(build_projector(p, settings), settings, keys, health=health)
+                                  for p in projectors], health)
+        if rc:
+            raise SystemExit(rc)   # a projector failed fatally: exit non-zero, the supervisor restarts us
     else:
         raise SystemExit(f"unknown worker {name!r}; choose one of {', '.join(WORKERS + (LLM_WORKER, TICKER))}")
 
@@ -90,3 +108,162 @@ def stop_pipeline(procs: dict[str, subprocess.Popen], timeout: float = 15.0) -> 
             p.kill()
             p.wait()
 
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(deque((ln for ln in text.splitlines() if ln.strip()), maxlen=lines))
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Supervisor:
+    """Runs the pipeline's workers and keeps them running.
+
+    A worker that exits (crash, kill -9, a fatal error) is restarted after a capped exponential
+    backoff (1 s, 2 s, … 30 s; back to 1 s once it has stayed up for a minute); each restart is
+    logged with the worker's name, how it ended and the last lines of its log. SIGINT/SIGTERM stop
+    everything: SIGTERM to every worker, SIGKILL to any still running after `grace` seconds
+    (a second Ctrl-C kills at once). Its own heartbeat file lists the workers, their pids and restarts.
+    """
+
+    def __init__(self, settings: Settings, names: tuple[str, ...] | None = None, env: dict | None = None,
+                 log_dir: Path | None = None, grace: float = 5.0, out=None):
+        self.settings = settings
+        self.names = names or (WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ()) + (TICKER,))
+        self.log_dir = log_dir or settings.stack_dir / "logs"
+        self.env = {**os.environ, **(env or {}), "MEMSTREAM_NAMESPACE": settings.namespace}
+        self.grace = grace
+        self.out = out or sys.stderr
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.restarts: dict[str, int] = {n: 0 for n in self.names}
+        self.last_exit: dict[str, str] = {}
+        self._started: dict[str, float] = {}
+        self._due: dict[str, float] = {}
+        self._backoff = {n: Backoff(base=1.0, cap=30.0) for n in self.names}
+        self.stopping = 0
+
+    def say(self, text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", file=self.out, flush=True)
+
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"{self.settings.namespace}-{name}.log"
+
+    def start(self, name: str) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path(name), "ab") as logf:
+            self.procs[name] = subprocess.Popen(worker_command(name), stdout=logf, stderr=subprocess.STDOUT,
+                                                env=self.env, start_new_session=True)
+        self._started[name] = time.monotonic()
+
+    def check(self) -> None:
+        """One round: notice exits, schedule and perform restarts, write the heartbeat."""
+        now = time.monotonic()
+        for name, proc in list(self.procs.items()):
+            code = proc.poll()
+            if code is None or name in self._due:
+                continue
+            if now - self._started[name] > 60.0:
+                self._backoff[name].reset()
+            delay = self._backoff[name].next()
+            self.last_exit[name] = _exit_reason(code)
+            tail = _tail(self.log_path(name))
+            self.say(f"worker {name} (pid {proc.pid}) exited: {self.last_exit[name]}; restarting in {delay:.1f} s"
+                     + (f"; last log lines:\n    " + tail.replace("\n", "\n    ") if tail else ""))
+            self._due[name] = now + delay
+        for name, due in list(self._due.items()):
+            if now >= due:
+                del self._due[name]
+                self.restarts[name] += 1
+                self.start(name)
+                self.say(f"worker {name} restarted (pid {self.procs[name].pid}, restart #{self.restarts[name]})")
+        self.write_health()
+
+    def write_health(self) -> None:
+        path = health_file(self.settings, "supervisor")
+        body = {"worker": "supervisor", "pid": os.getpid(), "heartbeat": time.time(), "workers": {
+            n: {"pid": p.pid, "alive": p.poll() is None, "restarts": self.restarts[n],
+                "last_exit": self.last_exit.get(n), "restart_due_in_s": round(self._due[n] - time.monotonic(), 1)
+                if n in self._due else None} for n, p in self.procs.items()}}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(orjson.dumps(body))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+    def _signal(self, *_):
+        self.stopping += 1
+        if self.stopping > 1:   # second Ctrl-C: no more waiting
+            for p in self.procs.values():
+                if p.poll() is None:
+                    p.kill()
+
+    def run(self) -> int:
+        for name in self.names:
+            self.start(name)
+        self.say("pipeline running: " + ", ".join(f"{n} (pid {p.pid})" for n, p in self.procs.items())
+                 + "; Ctrl-C stops it")
+        old = {sig: signal.signal(sig, self._signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not self.stopping:
+                self.check()
+                time.sleep(0.2)
+        finally:
+            self.stop()
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        return 0
+
+    def stop(self) -> None:
+        self.say("stopping: " + ", ".join(self.procs))
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs.values()):
+            time.sleep(0.05)
+        for name, p in self.procs.items():
+            if p.poll() is None:
+                self.say(f"worker {name} did not stop within {self.grace:.0f} s: SIGKILL")
+                p.kill()
+                p.wait()
+        self._due.clear()
+        self.write_health()
+
+
+def pipeline_status(settings: Settings, stale_after: float = 5.0) -> dict:
+    """Per worker: pid, alive, heartbeat age, restarts (from the supervisor), per-component states."""
+    now = time.time()
+    files = read_health(settings)
+    sup = files.pop("supervisor", None)
+    sup_workers = (sup or {}).get("workers", {}) if sup and pid_alive(sup.get("pid", 0)) else {}
+    out = {}
+    for name in sorted(set(files) | set(sup_workers)):
+        h = files.get(name, {})
+        pid = h.get("pid") or sup_workers.get(name, {}).get("pid")
+        alive = bool(pid) and pid_alive(pid)
+        age = now - h["heartbeat"] if "heartbeat" in h else None
+        state = "down" if not alive else ("stale" if age is None or age > stale_after else "up")
+        comps = h.get("components", {}) if alive else {}
+        if state == "up" and any(c.get("state") == "waiting" for c in comps.values()):
+            state = "waiting"
+        out[name] = {"state": state, "pid": pid if alive else None, "heartbeat_age_s": round(age, 1) if age is not None else None,
+                     "restarts": sup_workers.get(name, {}).get("restarts"),
+                     "last_exit": sup_workers.get(name, {}).get("last_exit"),
+                     "components": {k: {**v, "for_s": round(now - v["since"], 1) if v.get("since") else None}
+                                    for k, v in comps.items()}}
+    return {"supervisor": {"pid": sup["pid"], "alive": pid_alive(sup["pid"])} if sup else None, "workers": out}
