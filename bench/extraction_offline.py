@@ -11,7 +11,12 @@ time other processes hold the core, which is not what a turn costs. Wall-clock t
 too, for reference.
 
 Targets (issue 10 item 1, issue 12 item 3): >= 1,000 turns/s, worst <= 50 ms.
-    .venv/bin/python -m bench.extraction_offline [--data PATH] [--examples N]
+
+--quality adds a rough measure of what the offline facts keep: for each LoCoMo question whose
+answer's words (at least half of them) are in its evidence turns' text, whether they are also in
+the facts extracted from those turns — by question category (1 multi-hop, 2 temporal, 3
+open-domain, 4 single-hop). A tuning aid (categories of sentences, never single questions).
+    .venv/bin/python -m bench.extraction_offline [--data PATH] [--examples N] [--quality]
 """
 from __future__ import annotations
 
@@ -68,10 +73,41 @@ def worst_ms(text: str, at: datetime, repeat: int = 3) -> float:
     return best * 1000
 
 
+def quality(path: Path) -> None:
+    import re
+
+    from memstream.domain.text import tokens
+    stats: dict[int, list[int]] = {}
+    for conv in json.loads(path.read_text()):
+        c, raw, facts = conv["conversation"], {}, {}
+        for key, turns in c.items():
+            if key.startswith("session_") and isinstance(turns, list):
+                at = datetime.strptime(c[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+                for t in turns:
+                    raw[t["dia_id"]] = set(tokens(t["text"]))
+                    facts[t["dia_id"]] = set(tokens(" ".join(f.content for f in extract_facts(t["text"], at))))
+        for q in conv["qa"]:
+            answer = set(tokens(str(q.get("answer", ""))))
+            if not answer:
+                continue
+            ids = [e.replace("D:", "D") for e in re.split(r"[;, ]+", " ".join(q.get("evidence", []))) if e.startswith("D")]
+            in_raw = set().union(*(raw.get(i, set()) for i in ids)) if ids else set()
+            in_facts = set().union(*(facts.get(i, set()) for i in ids)) if ids else set()
+            s = stats.setdefault(q["category"], [0, 0, 0])
+            s[0] += 1
+            if len(answer & in_raw) * 2 >= len(answer):
+                s[1] += 1
+                s[2] += len(answer & in_facts) * 2 >= len(answer)
+    for cat, (n, r, f) in sorted(stats.items()):
+        print(f"  category {cat}: {n} questions, answer in the evidence turns: {r}, "
+              f"also in their offline facts: {f} ({f / max(r, 1):.0%})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--examples", type=int, default=0, help="print the facts of N LoCoMo turns")
+    ap.add_argument("--quality", action="store_true", help="answer words of LoCoMo questions kept in the facts")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})   # one core
@@ -100,6 +136,8 @@ def main() -> None:
         print(f"  adversarial {name:<24} {ms:8.2f} ms")
     print(f"worst per turn overall: {worst:.2f} ms  (target <= 50 ms)  "
           f"{'OK' if worst <= 50 and rate >= 1000 else 'MISSED'} (target >= 1,000 turns/s)")
+    if args.quality:
+        quality(args.data)
     for text, t_at in turns[:args.examples]:
         print(">", text)
         for d in extract_facts(text, t_at):
