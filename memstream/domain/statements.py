@@ -527,6 +527,8 @@ _SEASON_ZH = {"spring": "春天", "summer": "夏天", "fall": "秋天", "autumn"
 
 
 def _remove_span(text: str, start: int, end: int) -> str:
+    if text.startswith(("'s ", "'s,"), end):           # "during last week's game" → "during the game"
+        return text[:start] + "the" + text[end + 2:]
     left, right = text[:start].rstrip(" ,，"), text[end:].lstrip(" ,，")
     space = (" " if left and right and not _CJK.match(left[-1]) and not _CJK.match(right[0]) and right[0] not in ",.!?;:"
              else "")
