@@ -228,3 +228,19 @@ def test_a_sentence_about_what_the_statement_told_joins_it():
     assert len(extract_statements("It was inspiring. I went to a council meeting.", AT)) == 1
     (d,) = extract_statements("I went to a council meeting. It was great to see you there.", AT)
     assert d.content == "User went to a council meeting"
+
+
+def test_habits_and_a_weekend_told_in_the_past():
+    (d,) = extract_statements("I go hiking every weekend with my dog.", AT)
+    assert d.content == "User goes hiking every weekend with their dog"
+    (d,) = extract_statements("我每天早上六点起床跑步。", AT)
+    assert (d.slot_hint, d.category) == ("habit", "fact")
+    (d,) = extract_statements("This weekend we went camping at the lake.", AT)      # AT is a Monday
+    assert (d.slot_hint, d.event_date) == ("event", "2026-11-28")
+    (d,) = extract_statements("This weekend we're going camping.", AT)
+    assert (d.slot_hint, d.event_date) == ("plan", "2026-12-05")
+
+
+def test_chinese_talk_about_the_conversation_or_the_assistant_is_not_kept():
+    for text in ("这个问题我还是不太懂。", "我刚才说错了，应该是第二个。", "我很喜欢你的回答！", "帮我查一下明天的天气"):
+        assert extract_facts(text, at=AT) == [], text

@@ -28,6 +28,7 @@ STATEMENT_KINDS: dict[str, tuple[str, float]] = {
     "possession": ("fact", 0.65),      # pets, a house, a car
     "plan": ("episodic", 0.6),         # intentions and upcoming events
     "event": ("episodic", 0.55),       # something that happened
+    "habit": ("fact", 0.5),            # routines: "I run every morning", "我每天早上跑步"
     "family": ("fact", 0.55),          # a passing mention of family or friends
     "opinion": ("preference", 0.5),    # likes, beliefs, favourites
     "feeling": ("episodic", 0.4),      # how the user feels now

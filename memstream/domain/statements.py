@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memstream.domain.classification import STATEMENT_KINDS, classify_rules
 from memstream.domain.extraction import FactDraft, bounded
@@ -117,8 +117,8 @@ _FILLER_START_EN = re.compile(
     r"(?i)^(?:let's|let us|let me (?:know|see|think)|hope you|i hope (?:you|it|that|things|everything|so)|"
     r"i wish you|i'm (?:so |really |very |super )?(?:happy|glad|sorry|proud|thrilled|stoked) (?:for|to hear|about you|that you|you)|"
     r"i (?:can't|cannot) wait to (?:see|hear|read|try)|i (?:totally |completely |really |fully |100% )?(?:agree|understand)|"
-    r"i know(?: what you mean| right| how you feel| that feeling)?\b|i bet|i see|i guess(?: so)?\b|i think so|"
-    r"i hope so|i will\b|i won't\b|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
+    r"i know(?: what you mean| right| how you feel| that feeling)?\b|i bet|i guess(?: so)?\b|i think so|"
+    r"i hope so|i will\b|i won't\b|i see(?:\s*$|[,!])|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
     r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
@@ -224,6 +224,11 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
         r"would like to|wanna|aim to|am going)|(?:i|we)'ll|(?:i|we)'d (?:like|love) to|my (?:plan|goal|dream) is|"
         r"next (?:week|month|year|weekend|summer|spring|fall|autumn|winter|time)|tomorrow|this (?:weekend|coming)|"
         r"upcoming|can't wait to|(?:i'm|i am|we're|we are)\s+(?:(?:" + _ADV + r")\s+)*(?:searching|looking|saving up) for)\b")),
+    ("habit", re.compile(
+        r"(?i)\b(?:every (?:day|morning|night|evening|week|weekend|month|year|summer|winter|sunday|saturday)|"
+        r"each (?:day|morning|week)|on weekends|(?:once|twice) a (?:day|week|month|year)|(?:\d+|two|three|four|five|"
+        r"a few|several) times a (?:day|week|month|year)|(?:i|we) (?:usually|often|regularly|normally|typically) "
+        r"[a-z]+)\b")),
     ("event", re.compile(
         r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?!(?:loved|liked|enjoyed|hated|adored|admired|preferred|"
         r"need|feed|bleed|breed|speed|heed|proceed|succeed|exceed|seed|shed|wed|embed)\b)"
@@ -255,6 +260,7 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
 )
 # The catch-all kind needs the speaker as a subject ("I …", "we …", "My …" opening the sentence):
 # "It made me feel connected", "Books guide me" say more about the book than about the user.
+_EVENT_EN = dict(_KIND_EN)["event"]
 _STRONG = frozenset({"health", "occupation", "age", "relationship", "possession"})
 
 # Gates: a kind's pattern runs only when the sentence has a word it needs (a set lookup on the
@@ -303,6 +309,7 @@ _GATE_EN = {
     "plan": _has("going gonna planning hoping thinking about looking considering aiming preparing getting headed "
                  "heading off will plan intend want hope would wanna aim i'll we'll i'd we'd next tomorrow weekend "
                  "coming upcoming goal dream searching looking saving can't"),
+    "habit": _has("every each weekends once twice times usually often regularly normally typically"),
     "event": lambda toks, low: not _EVENT_WORDS.isdisjoint(toks) or any(t.endswith("ed") for t in toks),
     "family": _has_any(_RELATION_WORDS),
     "opinion": _has("think believe love loved like liked enjoy enjoyed prefer hate hated adore admire recommend can't "
@@ -318,7 +325,7 @@ _YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split()
 _FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got through "
                              "do make what never won't check".split())
 # Content words a sentence needs, by kind: a bare "I loved it!" or "I'm so excited!" says too little.
-_MIN_WORDS = {"event": 2, "plan": 2, "opinion": 2, "feeling": 3, "family": 3, "statement": 4}
+_MIN_WORDS = {"event": 2, "plan": 2, "habit": 2, "opinion": 2, "feeling": 3, "family": 3, "statement": 4}
 
 
 def _third_person_verb(word: str) -> str:
@@ -550,6 +557,11 @@ def _kind(patterns, body: str) -> tuple[str, re.Match | None]:
     return "statement", None
 
 
+def _back_a_week(rel: RelativeDate) -> RelativeDate:
+    day = rel.day - timedelta(days=7)
+    return dataclasses.replace(rel, day=day, label=day.isoformat())
+
+
 def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | None, lang: str,
            key: str | None = None, value: str | None = None) -> FactDraft:
     category, importance = STATEMENT_KINDS[kind]
@@ -621,6 +633,9 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
         return None
     rels = relative_dates(body, at) if at is not None else []
     rel = rels[0] if rels else None
+    if (rel is not None and rel.unit in ("weekend", "week") and rel.day > at.date() and kind in ("event", "plan")
+            and _EVENT_EN.search(body)):
+        rel, kind = _back_a_week(rel), "event"   # "this weekend we went to…": told in the past, the one just gone
     if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():
         kind = "plan"
     tag_extra: list[str] = []
@@ -642,7 +657,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
             inline = True
         else:
             for r in reversed(rels):       # every phrase naming that date: "Yesterday was… on screen yesterday"
-                if r.label == rel.label:
+                if r.label == rel.label or r.start == rel.start:
                     text = _remove_span(text, r.start, r.end)
             text = _DATE_AS_SUBJECT.sub("", text)   # "Last week was wild, I got noticed…" → "I got noticed…"
     content = third_person_en(text).strip(" ,-")
@@ -668,6 +683,8 @@ _LEAD_ZH = re.compile(r"^(?:(?:你好|您好|嗨|哈喽|哈啰|hello|hi|hey|嗯+
 _QUESTION_ZH = re.compile(r"(?:吗|么|呢|吧|不)[。！!~～\s]*$")
 _FILLER_ZH = re.compile(r"^(?:我(?:也|都|就)?(?:知道|明白|懂|同意|理解|收到|记住|记得|觉得也是|也是|也这么觉得|没事|很好|还好|"
                         r"挺好|好多了|马上|这就)(?:了|啦|的)?|我(?:会|也会)(?:的|努力的|加油的)?|我也一样|我也是)$")
+# About the conversation itself ("这个问题我还是不太懂", "我刚才说错了"), not about the user's world.
+_CONVO_ZH = re.compile(r"不太懂|不明白|没看懂|没听懂|看不懂|听不懂|说错了|打错了|写错了|搞错了|我的意思是")
 _THANKS_ZH = re.compile(r"谢谢|感谢|多谢|辛苦了|加油|再见|拜拜|晚安")
 _JOBS_ZH = (r"护士|医生|大夫|老师|教师|教授|工程师|程序员|设计师|律师|会计|厨师|司机|警察|记者|作家|画家|销售|经理|"
             r"产品经理|学生|研究生|博士生|大学生|高中生|公务员|护工|保姆|快递员|外卖员|店长|老板|创业者|自由职业者|"
@@ -677,24 +694,25 @@ _RELATIONS_ZH = (r"老公|老婆|丈夫|妻子|爱人|儿子|女儿|孩子|宝�
                  r"女朋友|对象|爷爷|奶奶|外公|外婆|姥姥|姥爷|朋友|闺蜜|室友|同学|家人")
 _KIND_ZH: tuple[tuple[str, re.Pattern], ...] = (
     ("health", re.compile(r"过敏|生病|病了|住院|医院|手术|吃药|药物|发烧|感冒|糖尿病|高血压|哮喘|抑郁|焦虑症|失眠|怀孕|"
-                          r"受伤|骨折|体检|素食|吃素|头疼|头痛|胃疼|腰疼|康复")),
+                          r"受伤|骨折|体检|素食|吃素|头疼|头痛|胃疼|腰疼|康复|减肥|节食|戒烟|戒酒|血压|血糖")),
     ("occupation", re.compile(r"工作|上班|职业|夜班|白班|加班|公司|辞职|跳槽|升职|实习|读书|上学|读大学|读研|考研|"
                               r"是一名|是一个(?:" + _JOBS_ZH + r")|当(?:" + _JOBS_ZH + r")|我是(?:" + _JOBS_ZH + r")")),
     ("age", re.compile(r"我(?:今年)?(?:\d{1,3}|[一二三四五六七八九十]{1,3})岁")),
     ("relationship", re.compile(r"结婚|订婚|离婚|单身|谈恋爱|在一起|分手")),
     ("possession", re.compile(r"养了|领养|收养|买了|有一(?:只|条|辆|套|台|个)(?:" + _PETS_ZH + r")?|我(?:家|的)(?:"
-                              + _PETS_ZH + r")")),
+                              + _PETS_ZH + r"|车|房子|电脑|笔记本)")),
     ("plan", re.compile(r"打算|计划|准备|想要|想去|要去|将要|明天|后天|下周|下个?月|明年|下星期|下礼拜|下个星期|下周末|"
                         r"周末要|会去")),
+    ("habit", re.compile(r"每天|每周|每个周末|每晚|每早|经常|一般都|通常|平时|总是|常常|天天")),
+    ("opinion", re.compile(r"觉得|认为|喜欢|爱|讨厌|最爱|推荐|支持|反对")),
     ("event", re.compile(r"了|过")),
     ("family", re.compile(r"我(?:的|们家)?(?:" + _RELATIONS_ZH + r")")),
-    ("opinion", re.compile(r"觉得|认为|喜欢|爱|讨厌|最爱|推荐|支持|反对")),
     ("feeling", re.compile(r"开心|高兴|难过|伤心|累|紧张|压力|兴奋|担心|无聊|郁闷|烦|激动|失落|孤独")),
 )
 _TAG_ZH = re.compile(r"(" + _JOBS_ZH + "|" + _PETS_ZH + "|" + _RELATIONS_ZH + r"|夜班|过敏|花生|手术|医院|婚礼|生日|"
                      r"旅行|出差|会议|考试|面试|演唱会|马拉松)")
 _NAME_ZH = re.compile(r"(?:叫|名叫|叫做)\s*([A-Za-z][A-Za-z'-]*|[\u4e00-\u9fff]{2,3}?)(?=\s*的|[，,。.!！\s]|$)")
-_PLACE_ZH = re.compile(r"(?:住在|搬到了|搬到|去了|去|到了|到|回到|回|来自|飞往)(?![了一二三四五六七八九十几两这那])"
+_PLACE_ZH = re.compile(r"(?:住在|搬到了|搬到|老家在|老家是|去了|去|到了|到|回到|回|来自|飞往)(?![了一二三四五六七八九十几两这那])"
                        r"([\u4e00-\u9fff]{2,3}?)(?=玩|旅游|旅行|出差|工作|上班|读书|上学|留学|开会|看|见|[，,。.!！\s]|$)"
                        r"|在([\u4e00-\u9fff]{2,3}?)(?=做|工作|上班|读书|上学|生活|住|长大)")
 # "上周我领养了…" → "我上周领养了…": the subject first, as a memory sentence reads ("用户上周…").
@@ -710,7 +728,7 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
     if not s or s[-1] in "?？" or _QUESTION_ZH.search(s):
         return None
     body = _LEAD_ZH.sub("", s).strip("，,。.！!~～ ")
-    if _FILLER_ZH.match(body) or _REQUEST_ZH.match(body):
+    if _FILLER_ZH.match(body) or _REQUEST_ZH.match(body) or _CONVO_ZH.search(body):
         return None
     kind, _ = _kind(_KIND_ZH, body)
     if "我" not in body:
@@ -723,8 +741,12 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
     if kind not in _STRONG:
         if _THANKS_ZH.search(body) or chars < 4:
             return None
+        if ("你" in body or "您" in body) and kind in ("opinion", "feeling", "statement", "family", "plan"):
+            return None       # "我很喜欢你的回答": about the other side of the conversation
     rels = relative_dates(body, at) if at is not None else []
     rel = rels[0] if rels else None
+    if kind == "event" and rel is not None and rel.unit in ("weekend", "week") and rel.day > at.date():
+        rel = _back_a_week(rel)        # "this weekend we went to…": told in the past, the weekend just gone
     if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():
         kind = "plan"
     key = value = None
@@ -733,7 +755,8 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
         if o:
             key, value = "occupation", o.group(1)
     text = _remove_span(body, rel.start, rel.end) if rel is not None else _ZH_TIME_FIRST.sub(r"\2\1", body)
-    content = _cap(text.replace("我们", "用户等人").replace("我", "用户"), 200)
+    content = _cap(text.replace("我们全家", "用户全家").replace("我们家", "用户家").replace("我们", "用户等人")
+                   .replace("我", "用户"), 200)
     if rel is not None:
         label = rel.label
         if rel.unit == "season":
