@@ -61,7 +61,8 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
            r"to be honest|tbh|as for me|for me|since we (?:last )?(?:spoke|talked|chatted|caught up)(?: last)?|"
            r"don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
            r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)|"
-           r"so far,? so good|cheers|trust me|fyi|anyway|oh well|ugh|phew|woohoo|yay|hah|ha")
+           r"so far,? so good|cheers|trust me|fyi|anyway|oh well|ugh|phew|woohoo|yay|hah|ha|"
+           r"congrats on [^,!.?]{0,40}|congratulations on [^,!.?]{0,40}|quite a (?:week|day|month|year)")
 
 
 def _top_level(alternation: str) -> list[str]:
@@ -122,7 +123,7 @@ _FILLER_START_EN = re.compile(
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
     r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
-    r"check (?:it|this|that) out|check out|check (?:this|these)|look at (?:this|that)|take a look|i meant|i mean\b|"
+    r"check\b|look at (?:this|that)|take a look|i meant|i mean\b|"
     r"sounds like|seems like|looks like|been a\b)")
 _FILLER_ANY_EN = re.compile(
     r"(?i)\b(?:thank you|thanks|talk (?:to you )?(?:soon|later)|catch (?:ya|you) later|see (?:ya|you)|take care|"
@@ -184,6 +185,7 @@ _IRREGULAR_PAST = frozenset(
     "dug quit shut cut hit put set let hurt cost split spread beat burnt learnt dreamt".split())
 # Present forms that end like a past one ("I need" is not "I needed").
 _PRESENT_ED = frozenset("need feed bleed breed speed heed proceed succeed exceed seed shed wed embed bed".split())
+_ING_VERBS = frozenset("bring sing ring swing sting cling fling spring string wring sling".split())
 # Past forms that are also present forms ("I let", "I put") do not make a sentence an event.
 _PAST_ONLY = sorted(_IRREGULAR_PAST - frozenset("read quit shut cut hit put set let hurt cost split spread beat".split()))
 _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
@@ -334,7 +336,8 @@ def _third_person_verb(word: str) -> str:
                  "go": "goes", "dont": "doesn't", "ain't": "isn't", "'m": "is"}
     if lw in irregular:
         return irregular[lw]
-    if (lw in _IRREGULAR_PAST or (lw.endswith("ed") and lw not in _PRESENT_ED) or lw.endswith(("ing", "n't"))
+    if (lw in _IRREGULAR_PAST or (lw.endswith("ed") and lw not in _PRESENT_ED)
+            or (lw.endswith("ing") and lw not in _ING_VERBS) or lw.endswith("n't")
             or not lw.isalpha()
             or lw in {"was", "can", "could", "will", "would", "should", "might", "must", "may", "had", "did",
                       "cannot", "used", "gotta", "got", "too", "myself", "and", "or", "who", "that", "as", "a", "the",
