@@ -244,3 +244,10 @@ def test_habits_and_a_weekend_told_in_the_past():
 def test_chinese_talk_about_the_conversation_or_the_assistant_is_not_kept():
     for text in ("这个问题我还是不太懂。", "我刚才说错了，应该是第二个。", "我很喜欢你的回答！", "帮我查一下明天的天气"):
         assert extract_facts(text, at=AT) == [], text
+
+
+def test_mottos_with_we_are_not_facts_but_what_we_did_is():
+    assert extract_statements("We can make a real difference together.", AT) == []
+    assert extract_statements("If we stand together we can tackle any problem.", AT) == []
+    (d,) = extract_statements("We all made our own pots, it was fun and therapeutic.", AT)
+    assert d.slot_hint == "event"

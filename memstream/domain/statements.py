@@ -175,7 +175,7 @@ _THINGS = _alt(_words(_THINGS_W))
 _RELATIONS = _alt(_words(_RELATIONS_W))
 _ADV = (r"really|also|just|still|usually|always|never|often|sometimes|actually|totally|absolutely|definitely|even|"
         r"only|finally|recently|generally|mostly|kinda|truly|currently|now|already|too|first|then|once|ever|"
-        r"probably|almost|certainly|seriously|literally|basically|officially|"
+        r"probably|almost|certainly|seriously|literally|basically|officially|all|both|"
         r"(?!(?:fly|apply|rely|reply|supply|multiply|ally|bully)\b)[a-z]+ly")
 _IRREGULAR_PAST = frozenset(
     "went got took made had did saw came found gave told thought bought brought caught taught felt left kept met "
@@ -323,6 +323,8 @@ _GATE_EN = {
 _FP_WORDS = frozenset("i i'm i've i'll i'd me my mine myself we we're we've we'll we'd us our ours ourselves".split())
 _SUBJECT_WORDS = frozenset("i i'm i've i'll i'd we we're we've we'll we'd".split())
 _POSSESSIVE_WORDS = frozenset("my our mine ours".split())
+_WE_GENERIC = re.compile(r"(?i)(?:^|[,;-]\s*|\b(?:and|but|together|if)\s+)we\s+(?:all\s+|both\s+|really\s+|"
+                         r"definitely\s+)?(?:can|could|should|must|might|need to|have to|gotta)\b|\bif we\b")
 _YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split())
 _FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got through "
                              "do make what never won't check".split())
@@ -632,6 +634,8 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
             return None
         if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and _POSSESSIVE_WORDS.isdisjoint(toks):
             return None
+        if kind in ("statement", "plan", "opinion") and _WE_GENERIC.search(body):
+            return None       # "We can make a difference together": a motto, not a fact about anyone
     elif words < 1:
         return None
     rels = relative_dates(body, at) if at is not None else []
