@@ -119,7 +119,7 @@ _FILLER_START_EN = re.compile(
     r"i wish you|i'm (?:so |really |very |super )?(?:happy|glad|sorry|proud|thrilled|stoked) (?:for|to hear|about you|that you|you)|"
     r"i (?:can't|cannot) wait to (?:see|hear|read|try)|i (?:totally |completely |really |fully |100% )?(?:agree|understand)|"
     r"i know(?: what you mean| right| how you feel| that feeling)?\b|i bet|i guess(?: so)?\b|i think so|"
-    r"i hope so|i will\b|i won't\b|i see(?:\s*$|[,!])|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
+    r"i hope so|i will(?:\s*$|[,!])|i won't(?:\s*$|[,!]| give up| quit| let you down| forget)|i see(?:\s*$|[,!])|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
     r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
@@ -222,7 +222,7 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
     ("plan", re.compile(
         r"(?i)\b(?:(?:i'm|i am|we're|we are)\s+(?:(?:" + _ADV + r"|so|really)\s+)*(?:going to|gonna|planning|"
         r"hoping|thinking (?:of|about)|about to|looking forward|considering|aiming|preparing|getting ready|"
-        r"headed|heading|off to)|(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?:will|plan|intend|want to|hope to|"
+        r"headed|heading|off to)|(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?:will|won't|will not|plan|intend|want to|hope to|"
         r"would like to|wanna|aim to|am going)|(?:i|we)'ll|(?:i|we)'d (?:like|love) to|my (?:plan|goal|dream) is|"
         r"next (?:week|month|year|weekend|summer|spring|fall|autumn|winter|time)|tomorrow|this (?:weekend|coming)|"
         r"upcoming|can't wait to|(?:i'm|i am|we're|we are)\s+(?:(?:" + _ADV + r")\s+)*(?:searching|looking|saving up) for)\b")),
@@ -309,7 +309,7 @@ _GATE_EN = {
         "married engaged divorced separated single dating together widow widower parent".split())),
     "possession": _has_any(_PET_WORDS, _THING_WORDS, frozenset({"adopted", "rescued"})),
     "plan": _has("going gonna planning hoping thinking about looking considering aiming preparing getting headed "
-                 "heading off will plan intend want hope would wanna aim i'll we'll i'd we'd next tomorrow weekend "
+                 "heading off will won't plan intend want hope would wanna aim i'll we'll i'd we'd next tomorrow weekend "
                  "coming upcoming goal dream searching looking saving can't"),
     "habit": _has("every each weekends once twice times usually often regularly normally typically"),
     "event": lambda toks, low: not _EVENT_WORDS.isdisjoint(toks) or any(t.endswith("ed") for t in toks),
