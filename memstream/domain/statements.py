@@ -484,7 +484,7 @@ _ADJECTIVES = frozenset(
 _NOT_TOPIC = frozenset("time times day days week weeks month months year years weekend weekends while minute minutes "
                        "hour hours moment moments named called way ways towards toward into onto through across "
                        "around over under between among without within during behind near like than via per upon "
-                       "along beyond".split())
+                       "along beyond against toward despite except".split())
 
 
 def _noun_phrases(low: str) -> list[str]:
@@ -505,6 +505,8 @@ def _noun_phrases(low: str) -> list[str]:
                 j += 1
             while words and words[0] in _ADJECTIVES:
                 words.pop(0)
+            if len(words) > 1 and words[-1].endswith("ing"):
+                words.pop()             # "people serving …": the verb of a reduced clause
             if words and len(words) <= 3 and not words[-1].endswith("ly"):
                 out.append(" ".join(words[-2:]))
             i = j
