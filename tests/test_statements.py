@@ -251,3 +251,12 @@ def test_mottos_with_we_are_not_facts_but_what_we_did_is():
     assert extract_statements("If we stand together we can tackle any problem.", AT) == []
     (d,) = extract_statements("We all made our own pots, it was fun and therapeutic.", AT)
     assert d.slot_hint == "event"
+
+
+def test_requests_are_not_facts_but_what_the_user_asks_to_remember_is():
+    for text in ("Write me a poem about my cat Luna.", "Give me three ideas for my birthday party next week.",
+                 "Please help me write my resume.", "Translate this into Spanish for my mom."):
+        assert extract_facts(text, at=AT) == [], text
+    assert [d.content for d in extract_facts("Remember that I am vegetarian.", at=AT)] == ["User is vegetarian"]
+    assert [d.content for d in extract_facts("Just so you know, my daughter is allergic to eggs.", at=AT)] == [
+        "User's daughter is allergic to eggs"]

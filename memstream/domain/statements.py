@@ -62,7 +62,9 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
            r"don't worry|no prob|no problem|for sure|you bet|sure thing|sounds good|"
            r"good idea|great idea|you won't believe it|you know|believe it or not|long time no (?:see|talk)|"
            r"so far,? so good|cheers|trust me|fyi|anyway|oh well|ugh|phew|woohoo|yay|hah|ha|"
-           r"congrats on [^,!.?]{0,40}|congratulations on [^,!.?]{0,40}|quite a (?:week|day|month|year)")
+           r"congrats on [^,!.?]{0,40}|congratulations on [^,!.?]{0,40}|quite a (?:week|day|month|year)|"
+           r"(?:please )?remember(?: that)?|(?:please )?note(?: that)?|just so you know|for the record|"
+           r"keep in mind(?: that)?|just a heads up|heads up")
 
 
 def _top_level(alternation: str) -> list[str]:
@@ -104,6 +106,12 @@ _TECH_WORDS = frozenset("code script deploy deployment build test tests server a
 _DATE_AS_SUBJECT = re.compile(r"(?i)^(?:was|has been|is|will be)\b[^,;]{0,40}[,;]\s*(?=\S)")
 _PREP_BEFORE = re.compile(r"(?i)\b(?:by|until|till|before|after|since|from)\s+$")
 _TRAILING_VOCATIVE = re.compile(r",\s+([A-Z][a-z]+)$")
+# A request to the assistant opens with a verb in the imperative (questions are already out).
+_IMPERATIVE = re.compile(r"(?i)^(?:please\s+|pls\s+|now\s+|also\s+|then\s+)?(?:write|give|tell|help|make|show|translate|"
+                         r"summari[sz]e|explain|list|find|create|generate|draft|fix|check|review|send|remind|suggest|"
+                         r"recommend|describe|compare|calculate|schedule|add|remove|delete|update|set|put|read|rewrite|"
+                         r"edit|convert|search|look up|book|order|call|email|text|answer|use|run|open|save|print|plot|"
+                         r"draw|design|build|let me|let's|let us|can you|could you|would you|will you)\b")
 _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
 # Only forms that cannot open a sentence with a subject of their own: "Learning something new is
 # fun" has one (a gerund), "Went hiking" does not.
@@ -604,6 +612,8 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
         body = _strip_lead(body[voc.end():])
     if "?" in body or len(body) < 4:
         return None
+    if _IMPERATIVE.match(body):
+        return None           # "Write me a poem about my cat": a request for the task at hand
     e = _ELIDED.match(body)
     if e:
         verb = e.group(2).lower()
