@@ -575,8 +575,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"memory_items by status: {run.status}")
     if run.prov.counts.get("memory.expired") or run.prov.counts.get("memory.summarized"):
         print(f"note: forgetting acted during ingest (event time spans months): {run.prov.counts.get('memory.expired', 0)} "
-              f"memories expired, {run.prov.counts.get('memory.summarized', 0)} summarised; expired ones cannot be "
-              f"recalled (compare --no-forgetting)")
+              f"memories archived (memory.expired), {run.prov.counts.get('memory.summarized', 0)} summarised; archived "
+              f"ones are out of the active tier, recall ranks them below active ones (compare --no-forgetting)")
 
     naive = summarize(evaluate_naive(convs, run.obs_vecs, run.qvecs))
     models = ReadModels(run.settings)

@@ -65,14 +65,16 @@ class GraphProjector(Projector):
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.linked": "link", "memory.superseded": "supersede", "user.forgotten": "erase",
                           "memory.decayed": "decay", "memory.merged": "merge", "memory.deduped": "dedup",
-                          "memory.expired": "expire", "memory.summarized": "summarize", "memory.recalled": "recall",
-                          "memory.forgotten": "forget"}))
+                          "memory.expired": "archive", "memory.summarized": "summarize", "memory.recalled": "recall",
+                          "memory.forgotten": "forget", "memory.revived": "revive"}))
     # Kinds written one statement per batch where log order allows (projections/batching.py).
     # In the graph a reinforcement sets node properties, a supersession a status and an edge, a link
     # another edge: on the same memory they commute.
     GROUPED = Grouping(("create", "reinforce", "supersede", "link"), commute=("reinforce", "supersede", "link"))
     # Consolidation and forgetting. A retired memory keeps its node and edges (status merged/deduped,
-    # plus an edge to the survivor); a forgotten one is DETACH DELETEd. `at` is the event time.
+    # plus an edge to the survivor); an archived one (memory.expired) keeps them too, with status
+    # archived, until memory.revived makes it active again; only a forgotten one is DETACH DELETEd.
+    # `at` is the event time.
     _LATER = "CASE WHEN m.last_accessed_at IS NULL OR m.last_accessed_at < r.at THEN r.at ELSE m.last_accessed_at END"
     CONSOLIDATION = {
         "decay": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.importance = r.importance",
@@ -84,8 +86,12 @@ class GraphProjector(Projector):
                  "m.category = r.category, m.access_count = r.access_count "
                  "WITH r, m MATCH (old:Memory {ns: $ns, id: r.retired_id}) SET old.status = 'deduped' "
                  "MERGE (old)-[:DEDUPED_INTO]->(m)",
-        "expire": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.status = 'expired', "
-                  "m.importance = r.importance",
+        "archive": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) "
+                   "WHERE m.status IN ['active', 'archived', 'expired'] SET m.status = 'archived', "
+                   "m.importance = r.importance",
+        "revive": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) "
+                  "WHERE m.status IN ['archived', 'expired'] SET m.status = 'active', m.importance = r.importance, "
+                  "m.last_accessed_at = " + _LATER,
         "summarize": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.content = r.content, "
                      "m.summarized_at = r.at",
         "recall": "UNWIND $rows AS r UNWIND r.memory_ids AS mid MATCH (m:Memory {ns: $ns, id: mid}) "

@@ -130,7 +130,9 @@ class MemoryItemsProjector(_PostgresProjector):
     """memory.* → memory_items (pgvector, HNSW cosine).
 
     Statuses: active, outdated (superseded), merged / deduped (retired into `merged_into`),
-    expired. memory.forgotten and user.forgotten delete rows (hard delete on request).
+    archived (memory.expired: forgetting archives, the row, content and embedding stay; rows of an
+    older projection may still say `expired`, a rebuild says `archived`), and active again on
+    memory.revived. Only memory.forgotten and user.forgotten delete rows (hard delete on request).
     """
 
     name = "pgvector-items"
@@ -140,8 +142,9 @@ class MemoryItemsProjector(_PostgresProjector):
         "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at"], ["memory_id"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede", "memory.decayed": "decay", "memory.merged": "merge",
-                          "memory.deduped": "dedup", "memory.expired": "expire", "memory.summarized": "summarize",
-                          "memory.recalled": "recall", "memory.forgotten": "forget", "user.forgotten": "erase"}))
+                          "memory.deduped": "dedup", "memory.expired": "archive", "memory.summarized": "summarize",
+                          "memory.recalled": "recall", "memory.forgotten": "forget", "user.forgotten": "erase",
+                          "memory.revived": "revive"}))
 
     # memory.created rows as COPYed into the temp table the insert reads (pg.copy_rows)
     CREATE_COLUMNS = [("memory_id", "text"), ("user_id", "text"), ("key", "text"), ("value", "text"), ("content", "text"),
@@ -207,10 +210,17 @@ class MemoryItemsProjector(_PostgresProjector):
                 [(d.importance, d.category, d.tags, d.access_count, d.fact_ids, e.time, d.memory_id, e.user)
                  for e, d in rows])
             self._retire(cur, rows, "deduped")
-        elif kind == "expire":
-            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'expired', importance = %s, updated_at = %s "
-                                   "WHERE memory_id = %s AND user_id = %s"),
+        elif kind == "archive":
+            # Forgetting archives (memory.expired): out of the working set, never out of the table.
+            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'archived', importance = %s, updated_at = %s "
+                                   "WHERE memory_id = %s AND user_id = %s AND status IN ('active', 'archived', 'expired')"),
                             [(d.importance, e.time, d.memory_id, e.user) for e, d in rows])
+        elif kind == "revive":
+            # A recall brought an archived memory back (the recall itself refreshed its access).
+            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'active', importance = %s, "
+                                   "last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s "
+                                   "WHERE memory_id = %s AND user_id = %s AND status IN ('archived', 'expired')"),
+                            [(d.importance, e.time, e.time, d.memory_id, e.user) for e, d in rows])
         elif kind == "summarize":
             cur.executemany(self.q("UPDATE {s}.memory_items SET content = %s, terms = %s, summarized_at = %s, "
                                    "updated_at = %s WHERE memory_id = %s AND user_id = %s"),

@@ -256,8 +256,11 @@ class MemoryDeduped(EventData):
 class MemoryExpired(EventData):
     TYPE = "memory.expired"
     VERSION = 1
-    DESCRIPTION = ("A memory expired: older than the TTL with importance below the minimum (`ttl`), or idle past the "
-                   "last step of progressive forgetting (`idle`). Never one with graph in-degree at the protection level.")
+    DESCRIPTION = ("A memory was archived (the type keeps its first name): last stated longer ago than its kind's TTL "
+                   "with importance below the minimum (`ttl`), or idle past the last step of progressive forgetting "
+                   "(`idle`). Never one with graph in-degree at the protection level, nor a kept kind. Projections mark "
+                   "it `archived` — content and embedding stay, it leaves the working set and the default recall tier; "
+                   "a recall that returns it revives it (memory.revived). Only forget and erase delete.")
     memory_id: str
     reason: Literal["ttl", "idle"]
     importance: float = Field(ge=0.0, le=1.0)
@@ -280,9 +283,24 @@ class MemoryRecalled(EventData):
     TYPE = "memory.recalled"
     VERSION = 1
     DESCRIPTION = ("One recall call returned these memories to the user (published by the query side, one event per "
-                   "call): the memory processor refreshes their access count and last access.")
+                   "call): the memory processor refreshes their access count and last access, and revives those that "
+                   "were archived (`archived_ids`, a subset of `memory_ids`; added later, empty in older events).")
     memory_ids: list[str]
     source: str = "api"
+    archived_ids: list[str] = []
+
+
+class MemoryRevived(EventData):
+    TYPE = "memory.revived"
+    VERSION = 1
+    DESCRIPTION = ("A recall returned an archived memory (caused by that memory.recalled): it is back in the working "
+                   "set, re-stated at the recall's time with `importance` (its base importance; absolute), and every "
+                   "projection marks it `active` again.")
+    memory_id: str
+    importance: float = Field(ge=0.0, le=1.0)
+    previous: float = Field(ge=0.0, le=1.0)
+    archived_days: float = Field(ge=0.0)
+    reason: Literal["recalled"] = "recalled"
 
 
 class MemoryForgotten(EventData):
@@ -327,7 +345,7 @@ ALL_EVENTS: tuple[type[EventData], ...] = (
     TurnRecordedV1, TurnRecorded, TaskStarted, StepObserved, TaskFinished,
     FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
     DecayTicked, MemoryDecayed, MemoryMerged, MemoryDeduped, MemoryExpired, MemorySummarized, MemoryRecalled,
-    MemoryForgotten, UserForgotten, SessionSummarized,
+    MemoryForgotten, UserForgotten, SessionSummarized, MemoryRevived,
 )
 REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}
 LATEST: dict[str, type[EventData]] = {}

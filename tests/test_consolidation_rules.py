@@ -252,7 +252,8 @@ def test_a_recall_undoes_the_lowering_and_resets_the_idle_clock():
     m = mid(ds)
     consolidate(state, IDLE, at_day(20))
     assert state.ledger.get(m).stage == 1
-    assert recalled(state, [m, "not-mine"], at_day(21)) == 1
+    got = recalled(state, [m, "not-mine"], at_day(21))
+    assert got == [] and got      # nothing to publish, but the state changed (truthy: save it)
     (up,) = of(consolidate(state, IDLE, at_day(21)), MemoryDecayed)
     assert up.reason == "refresh" and up.importance == round(0.9 * 0.995 ** 21, 4)
     entry = state.ledger.get(m)
@@ -351,7 +352,8 @@ def test_session_overflow_folds_the_older_messages_into_a_rolling_summary():
 @pytest.mark.parametrize("n", [1, 7])
 def test_recall_of_unknown_memories_changes_nothing(n):
     state = UserState()
-    assert recalled(state, [f"m{i}" for i in range(n)], at_day(1)) == 0
+    got = recalled(state, [f"m{i}" for i in range(n)], at_day(1), archived_ids=["m0"])
+    assert got == [] and not got and not state.ledger.dirty
 
 
 def test_a_redelivered_fact_re_emits_its_own_decisions_but_never_consolidates_twice():
@@ -388,3 +390,145 @@ def test_the_audit_index_knows_which_memories_each_new_event_concerns():
                                         "in_degree": 0}),
                        (MemorySummarized, {"content": "c", "idle_days": 30.0})):
         assert memory_ids_of(env(cls(memory_id="m", **extra))) == ["m"]
+
+
+# -- forgetting archives, a recall revives, TTL by kind ----------------------------------------
+
+from memstream.domain.consolidation import Revivals  # noqa: E402
+from memstream.domain.ledger import ARCHIVE_CAP, ARCHIVE_KEY, Entry  # noqa: E402
+from schemas.events import MemoryRevived  # noqa: E402
+
+BY_KIND = Rules(consolidate_every=5, idle_lower_days=0, idle_summarize_days=0, idle_expire_days=0,
+                ttl_by_kind=(("general", 7.0), ("preference", 365.0)), keep_kinds=("identity", "policy"),
+                keep_tags=("decision",))
+
+
+def test_an_expired_memory_is_archived_with_a_compact_record_and_leaves_the_working_set():
+    state, ids = linked_user()
+    consolidate(state, RULES, at_day(31))
+    e_id = ids["E"]
+    assert state.ledger.get(e_id) is None and e_id not in [r.memory_id for r in state.recent]
+    entry, at = state.ledger.archived(e_id)
+    assert at == at_day(31) and entry.base == 0.25 and entry.created == at_day(0) and entry.kind == "fact"
+    assert entry.inc == [ids["A"]] and entry.content == "" and state.ledger.archived_count() == 1
+    # stored beside the live entries of its bucket, and read back the same
+    dumped = state.ledger.to_dict()
+    assert any(e_id in d.get(ARCHIVE_KEY, {}) for d in dumped.values())
+    copy = Ledger.from_dict(dumped)
+    assert copy.archived(e_id) == state.ledger.archived(e_id) and len(copy) == len(state.ledger)
+    assert consolidate(state, RULES, at_day(60)) and state.ledger.archived(e_id)  # aging never touches it
+
+
+def test_a_recall_revives_an_archived_memory_back_into_aging():
+    state, ids = linked_user()
+    consolidate(state, RULES, at_day(31))
+    e_id, p_id = ids["E"], ids["P"]
+    revived = recalled(state, [p_id, e_id], at_day(40), archived_ids=[e_id])
+    assert isinstance(revived, Revivals) and [d.tag for d in revived] == [f"revived:{e_id}"]
+    (d,) = of(revived, MemoryRevived)
+    assert (d.memory_id, d.importance, d.archived_days, d.reason) == (e_id, 0.25, 9.0, "recalled")
+    assert d.previous == round(0.25 * 0.995 ** 31, 4)
+    back = state.ledger.get(e_id)
+    assert (back.anchor, back.last_access, back.stage, back.recalls, back.created) == (at_day(40), at_day(40), 0, 1,
+                                                                                        at_day(0))
+    assert state.ledger.archived(e_id) is None and state.ledger.get(p_id).recalls == 1
+    # re-stated at the recall: its TTL counts from day 40, so it is not archived again at once
+    assert not of(consolidate(state, RULES, at_day(41)), MemoryExpired)
+    (again,) = of(consolidate(state, RULES, at_day(71)), MemoryExpired)
+    assert again.memory_id == e_id and again.reason == "ttl"
+    # a second recall of a live memory revives nothing
+    assert of(recalled(state, [p_id], at_day(72)), MemoryRevived) == []
+
+
+def test_a_revived_memory_goes_through_progressive_forgetting_again_without_its_content():
+    state, ds = run(UserState(), fact(e(0), importance=0.9, content="用户下周要去北京出差，住在朝阳区的酒店"))
+    m = mid(ds)
+    for day in (14, 30, 60):
+        consolidate(state, IDLE, at_day(day))
+    assert state.ledger.archived(m) is not None
+    (rev,) = recalled(state, [m], at_day(61))
+    assert rev.data.importance == 0.9
+    out = []
+    for day in (75, 91, 121):
+        out += consolidate(state, IDLE, at_day(day))
+    # lowered, not summarised (the ledger lost its content: the read models keep the last one), archived
+    assert "idle" in {x.reason for x in of(out, MemoryDecayed)} and not of(out, MemorySummarized)
+    assert types(out)[-1] == "memory.expired" and of(out, MemoryExpired)[0].reason == "idle"
+    assert state.ledger.archived(m) is not None
+
+
+def test_ttl_by_kind_small_talk_short_preferences_a_year_identity_policy_and_decisions_never():
+    state = UserState()
+    ids = {}
+    for i, (name, category, tags) in enumerate((("chat", "general", []), ("pref", "preference", []),
+                                                ("fact", "fact", []), ("who", "identity", []),
+                                                ("rule", "policy", ["constraint"]), ("choice", "fact", ["decision"]))):
+        data, at = fact(e(i), importance=0.2, category=category)
+        data = data.model_copy(update={"tags": tags})
+        state, ds = run(state, (data, at), BY_KIND)
+        ids[name] = mid(ds)
+
+    def archived_at(day):
+        return {x.memory_id for x in of(consolidate(state, BY_KIND, at_day(day)), MemoryExpired)}
+
+    inv = {v: k for k, v in ids.items()}
+    assert archived_at(7) == set()
+    assert {inv[m] for m in archived_at(8)} == {"chat"}
+    assert {inv[m] for m in archived_at(31)} == {"fact"}
+    assert archived_at(365) == set()
+    assert {inv[m] for m in archived_at(366)} == {"pref"}
+    assert archived_at(3650) == set()
+    kinds = {inv[m]: (e_.kind, e_.pinned) for m, e_ in state.ledger.items()}
+    assert kinds == {"who": ("identity", False), "rule": ("policy", False), "choice": ("fact", True)}
+
+
+def test_kept_kinds_skip_progressive_forgetting_but_still_decay():
+    rules = Rules(consolidate_every=5, keep_kinds=("identity",))
+    state, ds = run(UserState(), fact(e(0), importance=0.9, content="用户叫张三，在上海工作", category="identity"), rules)
+    m = mid(ds)
+    out = []
+    for day in (14, 30, 60, 400):
+        out += consolidate(state, rules, at_day(day))
+    assert {x.reason for x in of(out, MemoryDecayed)} == {"decay"}
+    assert not of(out, MemorySummarized) and not of(out, MemoryExpired)
+    assert state.ledger.get(m).importance == round(0.9 * 0.995 ** 400, 4)
+
+
+def test_the_archive_is_bounded_per_bucket_dropping_the_oldest_first():
+    ledger = Ledger()
+    ids = [f"m{i:05d}" for i in range(20000)]
+    in_bucket = [m for m in ids if bucket_of(m) == bucket_of(ids[0])]
+    assert len(in_bucket) > ARCHIVE_CAP
+    for n, m in enumerate(in_bucket):
+        ledger.put(m, Entry("c", 0.5, 0, 0, 0.5, 0))
+        ledger.archive(m, float(n))
+    kept = [m for m in in_bucket if ledger.archived(m) is not None]
+    assert kept == in_bucket[-ARCHIVE_CAP:]          # the newest ARCHIVE_CAP archived
+
+
+def test_forgetting_an_archived_memory_drops_its_record_and_its_edges():
+    state, ids = linked_user()
+    consolidate(state, RULES, at_day(31))
+    assert forget(state, ids["E"]) and state.ledger.archived(ids["E"]) is None
+    assert recalled(state, [ids["E"]], at_day(40)) == []
+    # forgetting A (E's FOLLOWS source) while E is archived: E's record forgets the edge
+    state, ids = linked_user()
+    consolidate(state, RULES, at_day(31))
+    assert forget(state, ids["A"]) and state.ledger.archived(ids["E"])[0].inc == []
+
+
+def test_rules_from_settings_carry_the_forgetting_by_kind():
+    from memstream.config import Settings
+    rules = Rules.from_settings(Settings(forget_keep_kinds="Identity, policy", forget_keep_tags="decision"))
+    assert rules.keep_kinds == ("identity", "policy") and rules.keep_tags == ("decision",)
+    s = Settings()
+    assert rules.ttl_days("general") == s.ttl_general_days and rules.ttl_days("preference") == s.ttl_preference_days
+    assert rules.ttl_days("fact") == (s.expire_ttl_days or None) and rules.ttl_days("identity") is None
+    assert rules.ttl_days("fact", pinned=True) is None and Rules(expire_ttl_days=0).ttl_days("fact") is None
+
+
+def test_entries_stored_before_kinds_were_kept_still_load():
+    old = ["c", 0.5, 0.0, 0.0, 0.5, 0.0, 0, 0, 0, [], [], ["f"]]
+    entry = Entry.from_list(old)
+    assert (entry.kind, entry.pinned, entry.facts) == (None, False, ["f"])
+    assert Entry.from_list(entry.to_list()) == entry

@@ -1,7 +1,8 @@
 """Forgetting on the real stack: progressive forgetting of idle memories (lowered → summarised →
-expired, undone by a recall), recall publishing `memory.recalled` from the API and the CLI, explicit
-forgetting of a memory and of a user, session compression through the LLM channel and without it —
-and a replay of the whole log reproducing every projection."""
+archived, undone by a recall), an archived memory that stays in pgvector and is revived by a recall,
+recall publishing `memory.recalled` from the API and the CLI, explicit forgetting of a memory and of
+a user, session compression through the LLM channel and without it — and a replay of the whole log
+reproducing every projection."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -16,9 +17,11 @@ from memstream.app.ticker import publish_ticks
 from projections import pg
 from projections.queries import audit_events, memories, preferences, session_window
 from memstream.app.api import create_app
+from query.recall import RecallRequest, recall
+from query.store import ReadModels
 from schemas.events import MemoryRecalled
 from tests.consolidation_helpers import (assert_replay_reproduces, basis, graph_nodes, own_pipeline, pg_items,
-                                         publish, publish_fact, types_for, wait_agree)
+                                         publish, publish_fact, types_for, unit, wait_agree)
 from tests.helpers import unique_user, wait_for
 from tests.llm_server import Reply, ScriptedLLM, system_text, user_text
 
@@ -40,11 +43,13 @@ def respond(body: dict) -> Reply:
 
 @pytest.fixture(scope="module")
 def live(settings):
-    # A short forgetting schedule (14 / 30 / 60 idle days) so the walk-through fits in 60 days.
-    schedule = {"MEMSTREAM_IDLE_LOWER_DAYS": "14", "MEMSTREAM_IDLE_SUMMARIZE_DAYS": "30", "MEMSTREAM_IDLE_EXPIRE_DAYS": "60"}
-    with ScriptedLLM(respond) as llm, own_pipeline(settings, "forget", env={"MEMSTREAM_LLM_BASE_URL": llm.base_url, **schedule},
-                                                   llm_base_url=llm.base_url, idle_lower_days=14.0,
-                                                   idle_summarize_days=30.0, idle_expire_days=60.0) as pair:
+    # A short forgetting schedule (14 / 30 / 60 idle days, the seed's decay, factor and 30-day TTL) so
+    # the walk-through fits in 60 days; the defaults are much slower (measured on LoCoMo: README).
+    schedule = {"idle_lower_days": 14.0, "idle_summarize_days": 30.0, "idle_expire_days": 60.0, "decay_rate": 0.995,
+                "idle_factor": 0.5, "expire_ttl_days": 30.0}
+    env = {f"MEMSTREAM_{k.upper()}": str(v) for k, v in schedule.items()}
+    with ScriptedLLM(respond) as llm, own_pipeline(settings, "forget", env={"MEMSTREAM_LLM_BASE_URL": llm.base_url, **env},
+                                                   llm_base_url=llm.base_url, **schedule) as pair:
         yield pair
 
 
@@ -60,7 +65,7 @@ def in_order(seq: list[str], wanted: list[str]) -> bool:
     return all(w in it for w in wanted)
 
 
-def test_idle_memories_are_lowered_then_summarised_then_expired_and_a_recall_brings_one_back(live):
+def test_idle_memories_are_lowered_then_summarised_then_archived_and_a_recall_brings_one_back(live):
     live, keys = live
     user = unique_user("idle")
     dim = live.embed_dim
@@ -85,9 +90,9 @@ def test_idle_memories_are_lowered_then_summarised_then_expired_and_a_recall_bri
     items = wait_agree(live, user, "x summarised", lambda it: it[x]["content"] == "用户下周要去北京出差")
     assert items[y]["content"] == "用户喜欢喝乌龙茶，不加糖" and items[y]["importance"] == round(0.9 * 0.995 ** 30 * 0.5, 4)
 
-    # day 60: x idle 60 days → expired (importance still >= 0.3: the idle path, not the TTL); y summarised
+    # day 60: x idle 60 days → archived (importance still >= 0.3: the idle path, not the TTL); y summarised
     publish_ticks(live, day(60))
-    items = wait_agree(live, user, "x expired", lambda it: it[x]["status"] == "expired")
+    items = wait_agree(live, user, "x archived", lambda it: it[x]["status"] == "archived")
     assert items[x]["importance"] >= 0.3
     assert (items[y]["status"], items[y]["content"]) == ("active", "用户喜欢喝乌龙茶")
     # the audit index is its own projector: it may be a moment behind
@@ -95,6 +100,44 @@ def test_idle_memories_are_lowered_then_summarised_then_expired_and_a_recall_bri
                                                    "memory.expired"]), what="x's life in the audit index")
     wait_for(lambda: in_order(types_for(live, y), ["memory.decayed", "memory.recalled", "memory.decayed",
                                                    "memory.summarized"]), what="y's life in the audit index")
+
+
+def nearest(live, user: str, vec) -> list[tuple[str, str]]:
+    """(memory id, status) of the user's rows by cosine distance, every status: what an archive tier searches."""
+    import numpy as np
+    with pg.connect(live, autocommit=True) as conn:
+        return conn.execute(f'SELECT memory_id, status FROM "{live.namespace}".memory_items WHERE user_id = %s '
+                            'ORDER BY embedding <=> %s LIMIT 3', (user, np.asarray(unit(vec), dtype=np.float32))).fetchall()
+
+
+def default_recall(live, req: RecallRequest):
+    models = ReadModels(live)
+    try:
+        return recall(models, req)
+    finally:
+        models.close()
+
+
+def test_an_archived_memory_stays_recallable_and_a_recall_revives_it(live):
+    live, keys = live
+    user = unique_user("arch")
+    dim = live.embed_dim
+    old = publish_fact(live, keys, user, day(0), "用户小时候在杭州学过围棋", basis(3, dim), 0.25)
+    wait_agree(live, user, "created", lambda it: old in it)
+    # day 31: older than the 30-day TTL with importance < 0.3 → archived, not lost
+    publish_ticks(live, day(31))
+    items = wait_agree(live, user, "archived", lambda it: it[old]["status"] == "archived")
+    assert items[old]["content"] == "用户小时候在杭州学过围棋" and graph_nodes(live, user)[old]["status"] == "archived"
+    assert nearest(live, user, basis(3, dim)) == [(old, "archived")]       # row and embedding intact
+    # the query side found it in the archive tier and says so: the processor revives it
+    publish(live, keys, "memory", user, MemoryRecalled(memory_ids=[old], archived_ids=[old], source="test"), day(40))
+    items = wait_agree(live, user, "revived", lambda it: it[old]["status"] == "active")
+    assert items[old]["importance"] == 0.25                               # its base importance, re-stated
+    assert graph_nodes(live, user)[old]["status"] == "active"
+    req = RecallRequest(user, "围棋", k=3, expand=False, query_embedding=unit(basis(3, dim)))
+    assert [h.memory_id for h in default_recall(live, req)] == [old]      # in the default (active) tier again
+    wait_for(lambda: in_order(types_for(live, old), ["memory.created", "memory.expired", "memory.recalled",
+                                                     "memory.revived"]), what="archived and revived in the audit index")
 
 
 def test_recall_publishes_memory_recalled_from_the_api_and_the_cli(live, monkeypatch, capsys):

@@ -16,17 +16,25 @@ this again.
      content the longer if one contains the other else both joined with "；", embedding weighted
      by importance and re-normalised, access refreshed, both parents and their facts kept;
    - keyed memories with a different key or value never dedup or merge (docs/calibration.md).
-2. Aging (decay, progressive forgetting, expiry) over the ledger: O(1) arithmetic per memory, no
+2. Aging (decay, progressive forgetting, archiving) over the ledger: O(1) arithmetic per memory, no
    vectors. A store-triggered consolidation ages at most `sweep_max` memories, round-robin over the
    ledger's buckets (a 10,000-memory user is fully aged every ~5 consolidations); a tick ages all.
    - decay: importance = base x rate^(days since creation or last re-statement), recomputed from
      the base (never compounded), published only when it moved by >= decay_min_change;
    - progressive forgetting of memories not accessed (reinforced, merged, recalled) for a while:
      weight lowered (x idle_factor, `memory.decayed` reason "idle") -> content summarised
-     (`memory.summarized`) -> expired (`memory.expired` reason "idle"); an access undoes step 1;
-   - expiry: older than the TTL AND importance below the minimum -> `memory.expired` ("ttl");
-     a memory with graph in-degree >= protect_in_degree never expires (the ledger counts the
-     FOLLOWS/SIMILAR_TO edges the processor itself decided).
+     (`memory.summarized`) -> archived (`memory.expired` reason "idle"); an access undoes step 1;
+   - TTL by kind: last stated longer ago than its kind's TTL AND importance below the minimum ->
+     archived (`memory.expired` reason "ttl"). Kept kinds (identity, policy) and kept tags
+     (constraint, decision) are never archived and skip progressive forgetting; a memory with graph
+     in-degree >= protect_in_degree is never archived (the ledger counts the FOLLOWS/SIMILAR_TO edges
+     the processor itself decided).
+
+Forgetting archives, it never deletes (only `forget` and `erase` do): `memory.expired` keeps its
+name in the log, and every projector marks the memory `archived` — row, embedding and content stay,
+it only leaves the working set (window, ledger, the default recall tier). The ledger keeps a compact
+record of it, so a recall that returns it (`memory.recalled`) revives it: `recalled()` decides a
+`memory.revived` that puts it back into the ledger, re-stated at the recall's time.
 """
 from __future__ import annotations
 
@@ -36,7 +44,8 @@ import numpy as np
 
 from memstream.domain.ledger import BUCKETS, FACTS_CAP, Entry
 from memstream.domain.memory_state import Decision, PrefState, Recent, Rules, UserState
-from schemas.events import MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemorySummarized
+from schemas.events import (MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemoryRevived,
+                            MemorySummarized)
 
 DAY = 86400.0
 _EPS = 1e-9
@@ -46,11 +55,26 @@ _CLAUSE_END = re.compile(r"[。！？!?；;，,\n]|\.(?:\s|$)")
 
 def consolidate(state: UserState, rules: Rules, now: float, full: bool = False) -> list[Decision]:
     """Merge/dedup the touched memories, then age the ledger (all of it when `full`, e.g. a tick)."""
+    note_kinds(state, rules)
     decisions = merge_and_dedup(state, rules, now)
     decisions += age(state, rules, now, full)
     state.stores = 0
     state.dirty = []
     return decisions
+
+
+def note_kinds(state: UserState, rules: Rules) -> None:
+    """Copy each window memory's kind (category, upgraded by reinforcements and merges) and whether a
+    kept tag pins it into its ledger entry, which ages it by kind after it has left the window.
+    Consolidation runs every few stores and the window holds the last `recent_window` memories, so
+    every memory is noted before it leaves (an entry never noted ages with the default TTL)."""
+    keep = set(rules.keep_tags)
+    for r in state.recent:
+        e = state.ledger.get(r.memory_id)
+        pinned = bool(keep) and any(t.lower() in keep for t in r.tags)
+        if e is not None and (e.kind != r.category or e.pinned != pinned):
+            e = state.ledger.edit(r.memory_id)
+            e.kind, e.pinned = r.category, pinned
 
 
 # -- 1. merge and dedup -------------------------------------------------------------------------
@@ -203,9 +227,11 @@ def _age_one(state: UserState, rules: Rules, now: float, mid: str, e: Entry, win
     ledger = state.ledger
     idle = max(0.0, (now - e.last_access) / DAY)
     age_days = max(0.0, (now - e.created) / DAY)
+    ttl = rules.ttl_days(e.kind, e.pinned)
+    kept = ttl is None and (e.pinned or e.kind in rules.keep_kinds)  # never forgotten by age or idleness
     out: list[Decision] = []
     lowered = False
-    if e.stage == 0 and rules.idle_lower_days > 0 and idle >= rules.idle_lower_days:
+    if not kept and e.stage == 0 and rules.idle_lower_days > 0 and idle >= rules.idle_lower_days:
         e.stage = lowered = 1
         ledger.edit(mid)
     imp = effective_importance(e, rules, now)
@@ -217,66 +243,113 @@ def _age_one(state: UserState, rules: Rules, now: float, mid: str, e: Entry, win
         ledger.edit(mid)
         if mid in window:
             window[mid].importance = imp
-    if e.stage == 1 and rules.idle_summarize_days > 0 and idle >= rules.idle_summarize_days:
+    if not kept and e.stage == 1 and rules.idle_summarize_days > 0 and idle >= rules.idle_summarize_days:
         e.stage = 2
-        e.content = summarize_content(e.content, rules.summary_chars)
         ledger.edit(mid)
-        out.append(Decision(f"summarized:{mid}", MemorySummarized(memory_id=mid, content=e.content,
-                                                                  idle_days=round(idle, 4)), now))
+        if e.content:  # a revived memory's content is not in the ledger: it stays as it is
+            e.content = summarize_content(e.content, rules.summary_chars)
+            out.append(Decision(f"summarized:{mid}", MemorySummarized(memory_id=mid, content=e.content,
+                                                                      idle_days=round(idle, 4)), now))
     reason = None
-    if age_days > rules.expire_ttl_days and e.importance < rules.expire_min_importance:
+    stated = max(0.0, (now - e.anchor) / DAY)  # since created or last re-stated (reinforced, merged, revived)
+    if ttl is not None and stated > ttl and e.importance < rules.expire_min_importance:
         reason = "ttl"
-    elif e.stage >= 2 and rules.idle_expire_days > 0 and idle >= rules.idle_expire_days:
+    elif not kept and e.stage >= 2 and rules.idle_expire_days > 0 and idle >= rules.idle_expire_days:
         reason = "idle"
     if reason is not None and e.in_degree < rules.protect_in_degree:
         out.append(Decision(f"expired:{mid}", MemoryExpired(memory_id=mid, reason=reason, importance=e.importance,
                                                             age_days=round(age_days, 4), idle_days=round(idle, 4),
                                                             in_degree=e.in_degree), now))
-        _retire(state, mid)
+        archive(state, mid, now)
     return out
 
 
 def _retire(state: UserState, memory_id: str) -> None:
-    """A memory leaves the working set (merged, deduped, expired): window and ledger.
+    """A memory leaves the working set for good (merged, deduped): window and ledger.
 
     Its graph edges stay (the node stays in Neo4j, with a status), so the in-degree it gave
     others stands.
     """
-    state.recent = [r for r in state.recent if r.memory_id != memory_id]
+    _leave_window(state, memory_id)
     state.ledger.pop(memory_id)
+
+
+def archive(state: UserState, memory_id: str, at: float) -> None:
+    """A memory is archived: it leaves the window and the live ledger, the ledger keeps a compact
+    record for a revival. Its edges stay, as for a retired one."""
+    _leave_window(state, memory_id)
+    state.ledger.archive(memory_id, at)
+
+
+def _leave_window(state: UserState, memory_id: str) -> None:
+    state.recent = [r for r in state.recent if r.memory_id != memory_id]
     if memory_id in state.dirty:
         state.dirty.remove(memory_id)
 
 
 # -- access and explicit forgetting ---------------------------------------------------------------
 
-def recalled(state: UserState, memory_ids: list[str], at: float) -> int:
-    """A recall returned these memories: access refreshed (count, last access); step 1 of
-    progressive forgetting is undone (the next aging restores the weight). Returns how many were live."""
+class Revivals(list):
+    """What `recalled()` returns: the `memory.revived` decisions (a plain list of Decision), truthy
+    also when it decided nothing but refreshed an access, so a caller that saves the state when the
+    result is truthy keeps the refresh (`changed`)."""
+
+    def __init__(self, decisions=(), changed: bool = False):
+        super().__init__(decisions)
+        self.changed = changed or bool(decisions)
+
+    def __bool__(self) -> bool:
+        return self.changed
+
+
+def recalled(state: UserState, memory_ids: list[str], at: float,
+             archived_ids: list[str] | None = None) -> list[Decision]:
+    """A recall returned these memories (`memory.recalled`; `archived_ids`: those it found archived).
+
+    Live ones: access refreshed (count, last access); step 1 of progressive forgetting is undone
+    (the next aging restores the weight). Archived ones the ledger still holds are revived: back in
+    the ledger as if re-stated now (stage 0, decaying from their base importance again from `at`,
+    idle clock reset), one `memory.revived` each, returned in the order given. An archived memory
+    the ledger no longer knows (dropped past the archive cap, or archived before archives were kept)
+    stays archived — still recallable, just not revived. Unknown ids change nothing."""
     state.clock = max(state.clock, at)
-    n = 0
-    for mid in dict.fromkeys(memory_ids):
+    out: list[Decision] = []
+    refreshed = False
+    for mid in dict.fromkeys(list(memory_ids) + list(archived_ids or [])):
         e = state.ledger.edit(mid)
-        if e is None:
+        if e is not None:
+            refreshed = True
+            e.recalls += 1
+            e.last_access = max(e.last_access, at)
+            if e.stage == 1:
+                e.stage = 0
             continue
-        n += 1
-        e.recalls += 1
-        e.last_access = max(e.last_access, at)
-        if e.stage == 1:
-            e.stage = 0
-    return n
+        found = state.ledger.archived(mid)
+        if found is None:
+            continue
+        old, archived_at = found
+        importance = round(min(1.0, max(0.0, old.base)), 4)
+        back = Entry("", old.base, at, old.created, importance, at, old.access, old.recalls + 1, 0,
+                     old.inc, old.out, [], old.kind, old.pinned)
+        state.ledger.unarchive(mid, back)
+        out.append(Decision(f"revived:{mid}", MemoryRevived(
+            memory_id=mid, importance=importance, previous=old.importance,
+            archived_days=round(max(0.0, (at - archived_at) / DAY), 4), reason="recalled")))
+    return Revivals(out, refreshed)
 
 
 def forget(state: UserState, memory_id: str) -> bool:
     """A memory was deleted on request. Neo4j DETACH DELETEs its node, so the edges it started no
     longer count towards anyone's in-degree; a preference it held is gone from the KV table, so the
     next fact for that key starts a new version. Returns whether it was known."""
-    e = state.ledger.pop(memory_id)
+    e = state.ledger.pop(memory_id)  # live or archived
     if e is not None:
         for target in e.out:
             t = state.ledger.edit(target)
             if t is not None and memory_id in t.inc:
                 t.inc.remove(memory_id)
+            elif t is None:
+                state.ledger.drop_archived_edge(target, memory_id)
     known = e is not None or any(r.memory_id == memory_id for r in state.recent)
     state.recent = [r for r in state.recent if r.memory_id != memory_id]
     if memory_id in state.dirty:

@@ -1,4 +1,4 @@
-"""The memory ledger: one compact entry per live memory of a user, for decay, expiry and forgetting.
+"""The memory ledger: one compact entry per live memory of a user, for decay, archiving and forgetting.
 
 The processor's recent window holds at most `recent_window` memories (with embeddings, for dedup,
 merge and links). Decay and expiry concern *every* live memory, so each one also has a ledger
@@ -11,6 +11,13 @@ The ledger is split into BUCKETS buckets by a stable hash of the memory id, stor
 (sealed) values of the processor's ledger table, so a decision rewrites only the buckets it
 touched: a store touches 1-5 buckets whatever the user's size, and no single value grows past
 ~1/64 of the user's memories (a 10,000-memory user: ~25 KB a bucket, far below Kafka's message limit).
+
+Archived memories (forgetting archives, it never deletes: DESIGN.md) leave the live ledger but keep a
+smaller record in their bucket, under the key ARCHIVE_KEY: no content and no provenance (both stay
+in the read models), just what a revival needs to put the memory back into aging — kind, base and
+last importance, times, counters and its edges. At most ARCHIVE_CAP records a bucket (8,192 a
+user); past that the oldest archived (then the smallest id) is dropped from the ledger: it stays
+archived and recallable in the read models, but a recall no longer revives it. Deterministic.
 """
 from __future__ import annotations
 
@@ -21,6 +28,8 @@ from dataclasses import dataclass, field
 BUCKETS = 64
 EDGE_CAP = 8    # incoming edges remembered per memory: enough to know in-degree >= any sane protection level
 FACTS_CAP = 32  # provenance fact ids remembered per memory (merges append their parents')
+ARCHIVE_KEY = "~archived"  # not a memory id (those are UUIDs): the bucket's archived records
+ARCHIVE_CAP = 128          # archived records kept per bucket (x BUCKETS = 8,192 a user)
 
 
 def bucket_of(memory_id: str) -> int:
@@ -47,14 +56,29 @@ class Entry:
     inc: list[str] = field(default_factory=list)    # sources of incoming FOLLOWS/SIMILAR_TO edges
     out: list[str] = field(default_factory=list)    # targets of outgoing FOLLOWS/SIMILAR_TO edges
     facts: list[str] = field(default_factory=list)  # provenance: the facts this memory was built from
+    kind: str | None = None  # its category (TTL by kind); None until consolidation saw it in the window
+    pinned: bool = False     # a tag that keeps it from age-based forgetting (e.g. "decision")
 
     def to_list(self) -> list:
         return [self.content, self.base, self.anchor, self.created, self.importance, self.last_access, self.access,
-                self.recalls, self.stage, self.inc, self.out, self.facts]
+                self.recalls, self.stage, self.inc, self.out, self.facts, self.kind, self.pinned]
 
     @classmethod
     def from_list(cls, x: list) -> "Entry":
-        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]))
+        # entries stored before kinds were kept have 12 fields
+        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]), *x[12:14])
+
+    def archived_record(self, at: float) -> list:
+        """The compact record an archived memory keeps (no content, no provenance)."""
+        return [self.kind, self.pinned, self.base, self.anchor, self.created, self.importance, self.last_access,
+                self.access, self.recalls, at, list(self.inc), list(self.out)]
+
+    @classmethod
+    def from_archived(cls, x: list) -> tuple["Entry", float]:
+        """(entry without content, archived-at time) from an archived record."""
+        kind, pinned, base, anchor, created, importance, last_access, access, recalls, at, inc, out = x
+        return cls("", base, anchor, created, importance, last_access, access, recalls, 2, list(inc), list(out), [],
+                   kind, pinned), at
 
     @property
     def in_degree(self) -> int:
@@ -71,14 +95,20 @@ class Ledger:
     def __init__(self, load: Callable[[int], dict | None] | None = None):
         self._load = load
         self._buckets: dict[int, dict[str, Entry]] = {}
+        self._archives: dict[int, dict[str, list]] = {}
         self.dirty: set[int] = set()
 
     def bucket(self, b: int) -> dict[str, Entry]:
         got = self._buckets.get(b)
         if got is None:
-            raw = self._load(b) if self._load is not None else None
-            got = self._buckets[b] = {k: Entry.from_list(v) for k, v in (raw or {}).items()}
+            raw = dict(self._load(b) or {}) if self._load is not None else {}
+            self._archives[b] = {k: list(v) for k, v in (raw.pop(ARCHIVE_KEY, None) or {}).items()}
+            got = self._buckets[b] = {k: Entry.from_list(v) for k, v in raw.items()}
         return got
+
+    def _archive(self, b: int) -> dict[str, list]:
+        self.bucket(b)
+        return self._archives[b]
 
     def get(self, memory_id: str) -> Entry | None:
         return self.bucket(bucket_of(memory_id)).get(memory_id)
@@ -97,11 +127,53 @@ class Ledger:
         self.dirty.add(b)
 
     def pop(self, memory_id: str) -> Entry | None:
+        """The memory leaves the ledger entirely (live or archived): its entry, or None if unknown."""
         b = bucket_of(memory_id)
         entry = self.bucket(b).pop(memory_id, None)
+        record = self._archive(b).pop(memory_id, None)
+        if entry is None and record is not None:
+            entry = Entry.from_archived(record)[0]
         if entry is not None:
             self.dirty.add(b)
         return entry
+
+    # -- the archive -------------------------------------------------------------------------
+
+    def archive(self, memory_id: str, at: float) -> Entry | None:
+        """Move a live memory to the archive (a compact record); its entry, or None if not live."""
+        b = bucket_of(memory_id)
+        entry = self.bucket(b).pop(memory_id, None)
+        if entry is None:
+            return None
+        archive = self._archive(b)
+        archive[memory_id] = entry.archived_record(at)
+        while len(archive) > ARCHIVE_CAP:  # the oldest archived goes (then the smallest id): deterministic
+            del archive[min(archive, key=lambda k: (archive[k][9], k))]
+        self.dirty.add(b)
+        return entry
+
+    def archived(self, memory_id: str) -> tuple[Entry, float] | None:
+        """(entry without content, archived-at time) of an archived memory the ledger still knows."""
+        record = self._archive(bucket_of(memory_id)).get(memory_id)
+        return None if record is None else Entry.from_archived(record)
+
+    def unarchive(self, memory_id: str, entry: Entry) -> None:
+        """Put an archived memory back among the live ones, as `entry`."""
+        b = bucket_of(memory_id)
+        self._archive(b).pop(memory_id, None)
+        self.bucket(b)[memory_id] = entry
+        self.dirty.add(b)
+
+    def drop_archived_edge(self, memory_id: str, source: str) -> None:
+        """An incoming edge of an archived memory is gone (its source was forgotten)."""
+        b = bucket_of(memory_id)
+        record = self._archive(b).get(memory_id)
+        if record is not None and source in record[10]:
+            record[10].remove(source)
+            self.dirty.add(b)
+
+    def archived_count(self) -> int:
+        return sum(len(self._archive(b)) for b in range(BUCKETS))
 
     def items(self) -> Iterator[tuple[str, Entry]]:
         """Every entry (loads every bucket), in bucket then id order: deterministic."""
@@ -114,11 +186,14 @@ class Ledger:
         return sum(len(self.bucket(b)) for b in range(BUCKETS))
 
     def dump(self, b: int) -> dict[str, list]:
-        return {k: e.to_list() for k, e in self.bucket(b).items()}
+        out: dict = {k: e.to_list() for k, e in self.bucket(b).items()}
+        if self._archives[b]:
+            out[ARCHIVE_KEY] = {k: list(v) for k, v in sorted(self._archives[b].items())}
+        return out
 
     def to_dict(self) -> dict[str, dict]:
         """Every non-empty bucket (for tests and benchmarks; the processor stores buckets one by one)."""
-        return {str(b): self.dump(b) for b in range(BUCKETS) if self.bucket(b)}
+        return {str(b): d for b in range(BUCKETS) if (d := self.dump(b))}
 
     @classmethod
     def from_dict(cls, d: dict[str, dict]) -> "Ledger":

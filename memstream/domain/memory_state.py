@@ -40,9 +40,24 @@ class Rules:
     idle_summarize_days: float = 30.0
     idle_expire_days: float = 60.0
     summary_chars: int = 40
+    # Forgetting by kind. `expire_ttl_days` is the TTL of every kind not named here; a kind mapped
+    # to 0 (or in `keep_kinds`), and a memory with a tag in `keep_tags`, is never archived by age
+    # and skips progressive forgetting (its importance still decays). The defaults here are the
+    # seed's single TTL; Settings carry the measured per-kind defaults.
+    ttl_by_kind: tuple[tuple[str, float], ...] = ()
+    keep_kinds: tuple[str, ...] = ()
+    keep_tags: tuple[str, ...] = ()
+
+    def ttl_days(self, kind: str | None, pinned: bool = False) -> float | None:
+        """Days after which a memory of this kind may be archived by age; None: never."""
+        if pinned or kind in self.keep_kinds:
+            return None
+        ttl = dict(self.ttl_by_kind).get(kind, self.expire_ttl_days)
+        return ttl if ttl > 0 else None
 
     @classmethod
     def from_settings(cls, settings) -> "Rules":
+        ttl_by_kind = (("general", settings.ttl_general_days), ("preference", settings.ttl_preference_days))
         return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window, settings.link_max,
                    merge_threshold=settings.merge_threshold, consolidate_every=settings.consolidation_every,
                    sweep_max=settings.consolidation_sweep_max, decay_rate=settings.decay_rate,
@@ -50,7 +65,13 @@ class Rules:
                    expire_min_importance=settings.expire_min_importance,
                    protect_in_degree=settings.expire_protect_in_degree, idle_lower_days=settings.idle_lower_days,
                    idle_factor=settings.idle_factor, idle_summarize_days=settings.idle_summarize_days,
-                   idle_expire_days=settings.idle_expire_days, summary_chars=settings.memory_summary_chars)
+                   idle_expire_days=settings.idle_expire_days, summary_chars=settings.memory_summary_chars,
+                   ttl_by_kind=ttl_by_kind, keep_kinds=_names(settings.forget_keep_kinds),
+                   keep_tags=_names(settings.forget_keep_tags))
+
+
+def _names(csv: str) -> tuple[str, ...]:
+    return tuple(sorted({x.strip().lower() for x in csv.split(",") if x.strip()}))
 
 
 @dataclass(slots=True)
