@@ -260,3 +260,11 @@ def test_requests_are_not_facts_but_what_the_user_asks_to_remember_is():
     assert [d.content for d in extract_facts("Remember that I am vegetarian.", at=AT)] == ["User is vegetarian"]
     assert [d.content for d in extract_facts("Just so you know, my daughter is allergic to eggs.", at=AT)] == [
         "User's daughter is allergic to eggs"]
+
+
+def test_code_blocks_and_logs_are_not_statements():
+    turn = ("Here is my function:\n```python\nfor i in range(len(items)) and i < max_items_allowed_per_batch:\n"
+            "    print(i, f.read())\n```\nI tried reinstalling numpy in my venv but it still fails.")
+    assert [d.content for d in extract_statements(turn, AT)] == [
+        "User tried reinstalling numpy in their venv but it still fails"]
+    assert extract_statements("if (i > 0 && my_list[i] != null) { return i; }", AT) == []

@@ -46,10 +46,11 @@ MAX_TAGS = 8
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 # -- sentences --------------------------------------------------------------------------------
-# A sentence runs to . ! ? 。 ！ ？ … or a newline; "3.5", "Mr." and "Dr." do not end one.
+# A sentence runs to . ! ? 。 ！ ？ … or a newline ("; they keep me going" stays with what it explains);
+# "3.5", "main.py", "Mr." and "Dr." do not end one.
 _END = ".!?。！？…\n\u2600-\u27bf\U0001f300-\U0001faff"       # punctuation, newline, emoji
 _SENTENCE = re.compile(
-    r"[^" + _END + r"]+(?:(?:(?<=\d)\.(?=\d)|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
+    r"[^" + _END + r"]+(?:(?:\.(?=\w)|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
     r"[^" + _END + r"]*)*[" + _END.replace("\n", "") + r"]*")
 
 # -- English ----------------------------------------------------------------------------------
@@ -794,11 +795,13 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
     text = bounded(text)
     out: list[tuple[int, int, FactDraft]] = []
     follows = False           # the previous sentence became the last statement (and took no follow-up yet)
+    fences = [f.span() for f in _FENCE.finditer(text)] if "```" in text else []
     for i, m in enumerate(_SENTENCE.finditer(text)):
         if i >= MAX_SENTENCES:
             break
         sentence = m.group(0)[:MAX_SENTENCE_CHARS]
-        if not sentence.strip():
+        if not sentence.strip() or _looks_like_code(sentence) or any(a <= m.start() < b for a, b in fences):
+            follows = False
             continue
         cjk = _CJK.search(sentence)
         draft = (_statement_zh if cjk else _statement_en)(sentence, at)
@@ -818,6 +821,16 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
         else:
             follows = False
     return out
+
+
+_FENCE = re.compile(r"```[^`]*(?:`(?!``)[^`]*)*(?:```|$)")       # a fenced code block (to its end, or the text's)
+_CODE_CHARS = frozenset("{}()[];=<>_/\\`$#|*&")
+
+
+def _looks_like_code(sentence: str) -> bool:
+    """Code, logs and stack traces are not statements about anyone: too many symbols for prose."""
+    n = sum(1 for c in sentence if c in _CODE_CHARS)
+    return n >= 3 and n * 12 > len(sentence)
 
 
 _FOLLOW_UP = re.compile(r"^(?:It|It's|Its|That|That's|This|These|Those|They|They're|Their|The|He|He's|His|She|She's|Her|"
