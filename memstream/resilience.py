@@ -121,6 +121,9 @@ class Backoff:
 
 # -- health -------------------------------------------------------------------------------------
 
+# The worker process's Health, set by memstream/app/workers.py (faust agents report through it).
+CURRENT: "Health | None" = None
+
 def health_dir(settings) -> Path:
     return Path(settings.stack_dir) / "run" / "health"
 

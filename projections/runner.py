@@ -150,6 +150,11 @@ class ProjectorRunner:
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 10,          # freshness: do not sit on a small fetch
             "partition.assignment.strategy": "cooperative-sticky",
+            # A projector killed with SIGKILL holds its partitions until its session times out
+            # (45 s by default): the restarted one waits that long. Heartbeats run on
+            # librdkafka's own thread, so a long batch never misses one.
+            "session.timeout.ms": 15000,
+            "heartbeat.interval.ms": 3000,
         })
         self._dlq: EventProducer | None = None
         self._set_health("starting")

@@ -1,13 +1,38 @@
-"""Shared wiring for the faust apps: one app (= one consumer group) per processor."""
+"""Shared wiring for the faust apps: one app (= one consumer group) per processor.
+
+Failure semantics of every agent (memstream/resilience.py; `Guard` below):
+- poison (a record that cannot be decoded or validated, whose key is not its envelope's user, or
+  that a step rejects as invalid): dead-lettered with reason and position; the stream goes on.
+- transient (the key store's Postgres, the broker): the same record (or batch) is retried in
+  place with capped exponential backoff and jitter — the agent holds its position, nothing after
+  it is acked, the worker's health says `waiting` and why.
+- anything else: logged, then the process exits at once (os._exit(70)), so faust cannot ack the
+  batch in flight (take_events acks in a `finally`, even when the body raised) and commit offsets
+  past unprocessed records; the supervisor restarts the worker from its committed offsets.
+
+Offsets vs. sends: faust (0.15.x, not transactional here) flushes its producer before every
+offset commit, and an event is acked only after the agent's body for it returned, so whatever a
+record caused is sent before its offset can be committed. The extractors additionally await the
+delivery of every fact and watermark of a batch before taking the next (a failed delivery is then
+retried, not silently dropped). Kafka transactions (faust's processing_guarantee="exactly_once")
+are not used: faust marks them experimental and #606 reports commits past in-flight messages;
+every stage's output has deterministic ids instead, so a re-read emits identical events that the
+projectors' upserts and the memory processor's applied window absorb.
+"""
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import sys
 
 import faust
 
-from memstream.bus import dead_letter_record
+from memstream import resilience
+from memstream.bus import check_record_key, dead_letter_key, dead_letter_record
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
+from memstream.resilience import POISON, TRANSIENT, Backoff, classify
 from schemas.codec import KeyRing, decode
 
 log = logging.getLogger("memstream.streams")
@@ -28,6 +53,10 @@ def make_app(name: str, settings: Settings) -> faust.App:
         producer_acks=-1,
         producer_linger=0.002,
         broker_commit_interval=0.5,
+        # A worker killed with SIGKILL leaves the group only when its session times out; faust's
+        # 60 s default kept its partitions unprocessed that long after the supervisor's restart.
+        broker_session_timeout=15.0,
+        broker_heartbeat_interval=3.0,
         consumer_auto_offset_reset="earliest",
         datadir=str(datadir),
     )
@@ -46,28 +75,103 @@ class DeadLetters:
         self.keys = keys
         self.count = 0
 
-    async def send(self, event, exc: InvalidEvent) -> None:
+    async def send(self, event, exc: BaseException) -> None:
+        """Dead-letter one record and wait until the dead letter is delivered (an oversized or
+        key-less record keeps only its digest: memstream/bus.py)."""
         msg = event.message
-        self.count += 1
-        log.warning("dead-letter %s:%s:%s (%s): %s", msg.topic, msg.partition, msg.offset, self.consumer, exc.reason)
-        await self.topic.send(key=msg.key, value=dead_letter_record(
-            self.keys, reason=exc.reason, topic=msg.topic, partition=msg.partition, offset=msg.offset,
+        reason = exc.reason if isinstance(exc, InvalidEvent) else f"{self.consumer} cannot process it: {type(exc).__name__}: {exc}"
+        log.warning("dead-letter %s:%s:%s (%s): %s", msg.topic, msg.partition, msg.offset, self.consumer, reason[:300])
+        fut = await self.topic.send(key=dead_letter_key(msg.key).encode(), value=dead_letter_record(
+            self.keys, reason=reason, topic=msg.topic, partition=msg.partition, offset=msg.offset,
             consumer=self.consumer, key=msg.key, raw=msg.value))
+        await fut
+        self.count += 1
 
 
-async def user_turns(batch, keys: KeyRing, dead: DeadLetters) -> list:
+def fatal(component: str, exc: BaseException) -> None:
+    """An unexpected error: log it and leave now, before faust acks anything in flight."""
+    log.critical("%s: fatal %s: %s; exiting for the supervisor to restart from committed offsets",
+                 component, type(exc).__name__, exc, exc_info=exc)
+    for handler in logging.getLogger().handlers:
+        try:
+            handler.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    sys.stderr.flush()
+    os._exit(70)
+
+
+class Guard:
+    """Runs one unit of an agent's work (a record, or a batch) under the failure semantics above."""
+
+    def __init__(self, component: str, dead: DeadLetters | None = None):
+        self.component = component
+        self.dead = dead
+        self.retries = 0
+        self.waiting = False
+
+    def _health(self, state: str, **info) -> None:
+        if resilience.CURRENT is not None:
+            resilience.CURRENT.set(self.component, state, retries=self.retries,
+                                   dead_lettered=self.dead.count if self.dead else 0, **info)
+
+    async def run(self, work, event=None) -> bool:
+        """await work() until it succeeds (True); a poison error dead-letters `event` (False)."""
+        backoff = Backoff()
+        while True:
+            try:
+                await work()
+                if self.waiting:
+                    self.waiting = False
+                    log.info("%s: recovered after %d retries", self.component, backoff.attempt)
+                    self._health("running")
+                return True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified
+                kind = classify(exc)
+                if kind == POISON:
+                    if event is not None and self.dead is not None:
+                        await self.run(lambda err=exc: self.dead.send(event, err))
+                    else:
+                        log.warning("%s: skipped a record it cannot use: %s", self.component, exc)
+                    return False
+                if kind != TRANSIENT:
+                    fatal(self.component, exc)
+                self.retries += 1
+                self.waiting = True
+                delay = backoff.next()
+                log.warning("%s: transient failure, retrying in %.1fs (attempt %d): %s", self.component, delay,
+                            backoff.attempt, str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+                self._health("waiting", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                await asyncio.sleep(delay)
+
+
+def decode_keyed(msg, keys: KeyRing):
+    """Decode a record and check its key is its envelope's user (InvalidEvent otherwise)."""
+    env = decode(msg.value, keys)
+    check_record_key(msg.key, env.user)
+    return env
+
+
+async def user_turns(batch, keys: KeyRing, dead: DeadLetters, guard: Guard | None = None) -> list:
     """The readable user turns of a batch, in order; unreadable records go to dead letters.
 
     Only what the user says about themselves is extracted, so assistant/system/tool turns and
-    turns of erased users are skipped (their positions still advance with the batch).
+    turns of erased users are skipped (their positions still advance with the batch). A key store
+    that does not answer is waited for (guard), never taken as "unreadable".
     """
+    guard = guard or Guard(dead.consumer, dead)
     out = []
     for event in batch:
-        try:
-            env = decode(event.message.value, keys)
-        except InvalidEvent as exc:
-            await dead.send(event, exc)
+        got: list = []
+
+        async def one(event=event, got=got) -> None:
+            got.clear()
+            got.append(decode_keyed(event.message, keys))
+        if not await guard.run(one, event):
             continue
+        env = got[0]
         if not env.erased and env.type == "turn.recorded" and env.data.role == "user":
             out.append(env)
     return out

@@ -3,6 +3,11 @@
 The step itself is streams/extraction_core.py's RuleExtractor; this agent takes turns in small
 batches (so the embedder runs on many passages at once), runs the step off the event loop, and
 publishes facts then source watermarks.
+
+Failures (streams/app.py): bad turns are dead-lettered; a batch whose facts cannot be sealed or
+delivered (key store or broker away) is retried whole, in place — its facts have ids derived from
+their turns, so a repeat is identical; the batch is acked only after every fact and watermark of
+it was delivered.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
-from streams.app import DeadLetters, make_app, raw_topic, user_turns
+from streams.app import DeadLetters, Guard, make_app, raw_topic, user_turns
 from streams.extraction_core import RuleExtractor
 
 log = logging.getLogger("memstream.extractor")
@@ -28,22 +33,28 @@ def build(settings: Settings, embedder: Embedder):
     facts = raw_topic(app, settings.topic("facts"))
     dead = DeadLetters(app, settings, "extractor", keys)
     core = RuleExtractor(embedder)
+    guard = Guard("extractor", dead)
 
     @app.agent(turns)
     async def extract(stream):
         async for batch in stream.take_events(64, within=0.005):
             # 1. decode; bad records go to the dead-letter topic and the batch goes on
-            work = await user_turns(batch, keys, dead)
-            # 2. extract and embed, off the event loop
+            work = await user_turns(batch, keys, dead, guard)
+            # 2. extract and embed, off the event loop (once: retries below re-send, not re-embed)
             found = (await asyncio.get_running_loop().run_in_executor(None, core.facts_for, work)) if work else []
-            # 3. publish facts in turn order (key = user keeps one user's facts ordered)
-            for fact in found:
-                await facts.send(key=fact.user.encode(), value=encode(fact, keys))
-            # 4. watermarks after the facts: everything from these turns is now in the facts topic
             ends: dict[int, int] = {}
             for event in batch:
                 ends[event.message.partition] = max(ends.get(event.message.partition, 0), event.message.offset + 1)
-            for partition, next_offset in ends.items():
-                await facts.send(value=b"", partition=partition, headers=watermarks.header(turns_name, partition, next_offset))
+
+            async def publish() -> None:
+                # 3. facts in turn order (key = user keeps one user's facts ordered), then
+                # 4. watermarks: everything from these turns is now in the facts topic;
+                # 5. delivered before the batch is acked (flush before commit)
+                sent = [await facts.send(key=fact.user.encode(), value=encode(fact, keys)) for fact in found]
+                for partition, next_offset in ends.items():
+                    sent.append(await facts.send(value=b"", partition=partition,
+                                                 headers=watermarks.header(turns_name, partition, next_offset)))
+                await asyncio.gather(*sent)
+            await guard.run(publish)
 
     return app

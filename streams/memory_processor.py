@@ -10,6 +10,12 @@ Crash notes (faust is at-least-once here): each Outgoing is sent before the core
 ledger's buckets before the state. A fact re-read with its decisions already in `applied`
 re-emits them (same ids); one re-read without re-decides deterministically from the saved state.
 Every event carries absolute values, so a repeat changes no projection.
+
+Failures (streams/app.py's Guard): a fact that cannot be decoded, or whose key is not its user, is
+dead-lettered; a step that cannot reach the key store (or the broker) is retried whole, in place,
+from the state as last saved — the core saves only after its last out-going record, so a retry
+re-decides identically; anything else exits the process before faust can ack the record. Offsets
+are committed by faust after its producer is flushed (decisions, state changelog, ledger).
 """
 from __future__ import annotations
 
@@ -19,10 +25,9 @@ from memstream import watermarks
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
 from memstream.embedding import Embedder
-from memstream.errors import InvalidEvent
 from memstream.privacy.keystore import KeyStore
-from schemas.codec import decode, encode
-from streams.app import DeadLetters, make_app, raw_topic
+from schemas.codec import encode
+from streams.app import DeadLetters, Guard, decode_keyed, make_app, raw_topic
 from streams.memory_core import MemoryCore, SealedStates
 from streams.session_summarizer import attach_session_summarizer
 
@@ -50,6 +55,8 @@ def build(settings: Settings, embedder: Embedder | None = None):
         for out in outgoing:   # the core saves its state only after the last one was sent
             await memory.send(key=out.key.encode(), value=encode(out.envelope, keys), partition=out.partition)
 
+    guard = Guard("memory", dead)
+
     @app.agent(inputs)
     async def process(stream):
         async for event in stream.events():
@@ -58,17 +65,13 @@ def build(settings: Settings, embedder: Embedder | None = None):
             if mark is not None:
                 # A source watermark: pass it on, in order, after this partition's decisions.
                 if msg.topic == facts_topic:
-                    await memory.send(value=b"", partition=msg.partition, headers=watermarks.header(*mark))
+                    await guard.run(lambda: memory.send(value=b"", partition=msg.partition, headers=watermarks.header(*mark)))
                 continue
             if msg.topic == memory_topic:
                 # Our own output comes back here; erasure, forgetting, recalls and ticks concern us.
-                await send_all(core.on_memory_record(msg.key, msg.value, msg.partition))
+                # (Unreadable memory-topic records are the projectors' to dead-letter.)
+                await guard.run(lambda: send_all(core.on_memory_record(msg.key, msg.value, msg.partition)))
                 continue
-            try:
-                fact = decode(msg.value, keys)
-            except InvalidEvent as exc:
-                await dead.send(event, exc)
-                continue
-            await send_all(core.on_fact(fact))
+            await guard.run(lambda: send_all(core.on_fact(decode_keyed(msg, keys))), event)
 
     return app

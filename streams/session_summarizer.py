@@ -33,9 +33,9 @@ from memstream.domain.sessions import (EPISODE_IMPORTANCE, SessionState, add_tur
 from memstream.embedding import Embedder
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
-from schemas.codec import KeyRing, decode, encode, make_envelope, open_blob, seal_blob
+from schemas.codec import KeyRing, encode, make_envelope, open_blob, seal_blob
 from schemas.events import FactExtracted, SessionSummarized
-from streams.app import raw_topic
+from streams.app import Guard, decode_keyed, raw_topic
 from streams.llm_channel import LlmClient
 
 log = logging.getLogger("memstream.sessions")
@@ -118,56 +118,63 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
                 return answer, "llm", llm.model
         return extractive_summary(previous, older, settings.session_summary_chars), "rule", None
 
+    guard = Guard("session-summarizer")
+
     @app.agent(turns)
     async def summarize_sessions(stream):
         async for event in stream.events():
-            msg = event.message
-            if watermarks.parse(msg.headers) is not None:
-                continue
-            try:
-                turn = decode(msg.value, keys)
-            except InvalidEvent:
-                continue  # the extractor dead-letters bad turns; once is enough
-            if turn.erased or turn.type != "turn.recorded":
-                continue
-            user, session, at = turn.user, turn.data.session, turn.time.timestamp()
-            state = load(user, session)
-            if state is None:
-                continue
-            told: list[tuple[str, SessionState, list[list]]] = []
-            # 1. sessions of this user that went idle before this turn: an episode each
-            open_sessions = load_open(user) if embedder is not None else {}
-            for other in idle_sessions(open_sessions, session, at, idle_s):
-                other_state = load(user, other)
-                if other_state is not None and (rest := untold(other_state, other_state.buf)):
-                    told.append((other, other_state, rest))
-                open_sessions.pop(other)
-            older = add_turn(state, turn.id, at, turn.data.role, turn.data.content,
-                             window, settings.session_summary_chunk)
-            if older is not None:
-                summary, channel, model = await summarize(state.summary, older)
-                fold(state, older, summary)
-                data = SessionSummarized(session=turn.data.session, summary=summary, summary_version=state.version,
-                                         message_count=state.count,
-                                         through_time=datetime.fromtimestamp(state.through, UTC),
-                                         through_event_id=state.through_id, channel=channel, model=model)
-                env = make_envelope(data, user=turn.user, time=turn.time, id=derived_id(turn.id, "session.summarized"),
-                                    causation=turn.id, correlation=turn.correlation or turn.id, producer=PRODUCER)
-                await memory_out.send(key=turn.user.encode(), value=encode(env, keys))
-                # 2. the summarised chunk is an episode too
-                if embedder is not None and (chunk := untold(state, older)):
-                    told.append((session, state, chunk))
-            # 3. episodes out before any state is saved: a crash in between re-tells them (same ids)
-            if embedder is not None:
-                for fact in await episodes(turn, told):
-                    await facts_out.send(key=user.encode(), value=encode(fact, keys))
-            # 4. save: the idle sessions, the open-session index, this session
-            for other, other_state, _ in told:
-                if other != session:
-                    save(user, other, other_state)
-            if embedder is not None:
-                open_sessions[session] = max(open_sessions.get(session, 0.0), at)
-                save_open(user, open_sessions)
-            save(user, session, state)
+            # A key store or broker that does not answer is waited for, in place (the state is
+            # saved last, so a retry starts over from the same state); anything else exits.
+            await guard.run(lambda: handle(event))
+
+    async def handle(event) -> None:
+        msg = event.message
+        if watermarks.parse(msg.headers) is not None:
+            return
+        try:
+            turn = decode_keyed(msg, keys)
+        except InvalidEvent:
+            return  # the extractor dead-letters bad turns (and key-less ones); once is enough
+        if turn.erased or turn.type != "turn.recorded":
+            return
+        user, session, at = turn.user, turn.data.session, turn.time.timestamp()
+        state = load(user, session)
+        if state is None:
+            return
+        told: list[tuple[str, SessionState, list[list]]] = []
+        # 1. sessions of this user that went idle before this turn: an episode each
+        open_sessions = load_open(user) if embedder is not None else {}
+        for other in idle_sessions(open_sessions, session, at, idle_s):
+            other_state = load(user, other)
+            if other_state is not None and (rest := untold(other_state, other_state.buf)):
+                told.append((other, other_state, rest))
+            open_sessions.pop(other)
+        older = add_turn(state, turn.id, at, turn.data.role, turn.data.content,
+                         window, settings.session_summary_chunk)
+        if older is not None:
+            summary, channel, model = await summarize(state.summary, older)
+            fold(state, older, summary)
+            data = SessionSummarized(session=turn.data.session, summary=summary, summary_version=state.version,
+                                     message_count=state.count,
+                                     through_time=datetime.fromtimestamp(state.through, UTC),
+                                     through_event_id=state.through_id, channel=channel, model=model)
+            env = make_envelope(data, user=turn.user, time=turn.time, id=derived_id(turn.id, "session.summarized"),
+                                causation=turn.id, correlation=turn.correlation or turn.id, producer=PRODUCER)
+            await memory_out.send(key=turn.user.encode(), value=encode(env, keys))
+            # 2. the summarised chunk is an episode too
+            if embedder is not None and (chunk := untold(state, older)):
+                told.append((session, state, chunk))
+        # 3. episodes out before any state is saved: a crash in between re-tells them (same ids)
+        if embedder is not None:
+            for fact in await episodes(turn, told):
+                await facts_out.send(key=user.encode(), value=encode(fact, keys))
+        # 4. save: the idle sessions, the open-session index, this session
+        for other, other_state, _ in told:
+            if other != session:
+                save(user, other, other_state)
+        if embedder is not None:
+            open_sessions[session] = max(open_sessions.get(session, 0.0), at)
+            save_open(user, open_sessions)
+        save(user, session, state)
 
     return SessionSummarizer(table)

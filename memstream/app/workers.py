@@ -43,7 +43,8 @@ def _run_faust(app) -> None:
 def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJECTORS) -> None:
     from memstream.bus import ensure_topics
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
-    health = Health(settings, name).start()
+    from memstream import resilience
+    health = resilience.CURRENT = Health(settings, name).start()
     health.set(name, "starting")
     ensure_topics(settings)
     if name != "projectors":
@@ -181,7 +182,7 @@ class Supervisor:
             self.last_exit[name] = _exit_reason(code)
             tail = _tail(self.log_path(name))
             self.say(f"worker {name} (pid {proc.pid}) exited: {self.last_exit[name]}; restarting in {delay:.1f} s"
-                     + (f"; last log lines:\n    " + tail.replace("\n", "\n    ") if tail else ""))
+                     + ("; last log lines:\n    " + tail.replace("\n", "\n    ") if tail else ""))
             self._due[name] = now + delay
         for name, due in list(self._due.items()):
             if now >= due:

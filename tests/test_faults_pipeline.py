@@ -1,0 +1,214 @@
+"""Fault injection on the whole pipeline (extractor, memory processor, projectors under the
+supervisor of `memstream run`), on the private stack of tests/helpers.py.
+
+Turns keep flowing while a worker is killed with SIGKILL or Postgres (read models and key store)
+is stopped. Afterwards, with no manual step:
+  - every fact the rules extract from every turn is in the facts topic (ids are derived from the
+    turn, so the expected set is computed offline) — 0 lost;
+  - every fact has memory decisions (memory events caused by it) — 0 lost;
+  - the projections equal a clean projector run over the same log — 0 duplicated, 0 lost;
+  - the extractor's and the memory processor's committed offsets reach the end of their inputs
+    (lag 0) and every projector's stored position reaches the end of the memory topic.
+Each test prints `FAULT …: lost=… duplicated=… recover_s=…` (pytest -s).
+"""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import pytest
+
+from memstream.bus import EventProducer, ensure_topics
+from memstream.ids import derived_id
+from memstream.privacy.keystore import KeyStore
+from projections import pg
+from projections.registry import PROJECTORS, build_projector
+from projections.runner import ProjectorRunner
+from schemas.codec import encode, make_envelope
+from schemas.events import TurnRecorded
+from streams.extraction_core import offline_drafts
+from tests.helpers import (assert_same_projections, fault_env, fault_service, fault_stack_settings, fault_stack_up,
+                           read_topic, restart_service, stored_total, wait_for)
+
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
+
+BASE = os.environ["MEMSTREAM_TEST_NAMESPACE"]
+N_TURNS = 240
+TEXTS = ["I like {thing}", "My favourite colour is {thing}", "I live in {thing}", "我喜欢{thing}",
+         "I work at {thing}", "my name is {thing}"]
+THINGS = ["hiking", "green", "Lisbon", "喝茶", "Acme", "Ana", "chess", "blue", "Porto", "咖啡", "Initech", "Bea"]
+
+
+@pytest.fixture(scope="session")
+def fault_base(request):
+    s = fault_stack_settings(BASE + "_f")
+    fault_stack_up(s, request)
+    return s
+
+
+def _turns(n: int, tag: str):
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        user = f"{tag}-u{i % 12}"
+        text = TEXTS[i % len(TEXTS)].format(thing=THINGS[(i * 7) % len(THINGS)] + ("" if i % 3 else f" {i}"))
+        out.append(make_envelope(TurnRecorded(session=f"s{i % 12}", role="user", content=text), user=user,
+                                 time=t0 + timedelta(minutes=i)))
+    return out
+
+
+def _expected_facts(turns) -> set[str]:
+    return {derived_id(t.id, f"fact:{i}") for t in turns for i in range(len(offline_drafts(t)))}
+
+
+class Pipeline:
+    """The supervised workers of `memstream run` (no ticker), on the private stack."""
+
+    def __init__(self, settings):
+        from memstream.app.workers import Supervisor
+        self.out = io.StringIO()
+        self.sup = Supervisor(settings, names=("extractor", "memory", "projectors"), env=fault_env(settings), out=self.out)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            self.sup.check()
+            time.sleep(0.1)
+
+    def __enter__(self):
+        for name in self.sup.names:
+            self.sup.start(name)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.sup.stop()
+
+
+def _committed_lag(settings, group: str, topics: list[str]) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        parts = [TopicPartition(settings.topic(t), p) for t in topics for p in range(settings.partitions)]
+        lag = 0
+        for tp in c.committed(parts, timeout=10):
+            high = c.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)[1]
+            lag += high - max(tp.offset, 0)
+        return lag
+    finally:
+        c.close()
+
+
+def _facts_and_decisions(settings):
+    facts, fact_records = set(), 0
+    for m in read_topic(settings, "facts"):
+        if m.value():
+            fact_records += 1
+            facts.add(orjson.loads(m.value())["id"])
+    decided, ids, records = set(), set(), 0
+    for m in read_topic(settings, "memory"):
+        if m.value():
+            env = orjson.loads(m.value())
+            records += 1
+            ids.add(env["id"])
+            if env.get("causation"):
+                decided.add(env["causation"])
+    return facts, fact_records, decided, ids, records
+
+
+def _settled(settings, expected: set[str]) -> bool:
+    facts, _, decided, _, _ = _facts_and_decisions(settings)
+    if not expected <= facts or not facts <= decided:
+        return False
+    from tests.helpers import end_offsets
+    memory_end = end_offsets(settings, ["memory"])
+    return all(stored_total(settings, name) >= memory_end for name in PROJECTORS)
+
+
+def _publish(settings, keys, turns, per_s: float) -> threading.Thread:
+    producer = EventProducer(settings)
+
+    def run():
+        for t in turns:
+            producer.send(settings.topic("turns"), t.user, encode(t, keys))
+            time.sleep(1.0 / per_s)
+        producer.close()
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def _run_fault(fault_base, tag: str, inject) -> None:
+    s = fault_base.model_copy(update={"namespace": f"{BASE}_f{tag}{uuid.uuid4().hex[:4]}"})
+    ensure_topics(s)
+    pg.ensure_schema(s)
+    keys = KeyStore(s)
+    turns = _turns(N_TURNS, f"{tag}{uuid.uuid4().hex[:4]}")
+    expected = _expected_facts(turns)
+    with Pipeline(s) as pipe:
+        # ready: a first turn goes all the way through
+        first = _publish(s, keys, turns[:6], per_s=50)
+        first.join()
+        wait_for(lambda: _settled(s, _expected_facts(turns[:6])), timeout=150, interval=0.5, what="the pipeline to be ready")
+        sender = _publish(s, keys, turns[6:], per_s=12)         # ~20 s of turns
+        time.sleep(5)
+        fault_at = time.monotonic()
+        note = inject(s, pipe)
+        healed_at = time.monotonic()
+        sender.join(timeout=60)
+        wait_for(lambda: _settled(s, expected), timeout=180, interval=0.5, what="every turn decided and projected")
+        recover = time.monotonic() - healed_at
+        wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=30, what="extractor lag 0")
+        wait_for(lambda: _committed_lag(s, f"{s.namespace}.memory", ["facts"]) == 0, timeout=30, what="memory lag 0")
+        restarts = dict(pipe.sup.restarts)
+        log_text = pipe.out.getvalue()
+    facts, fact_records, decided, ids, records = _facts_and_decisions(s)
+    lost = len(expected - facts) + len(facts - decided)
+    assert lost == 0
+    clean = s.model_copy(update={"namespace": s.namespace + "_c", "log_namespace_override": s.namespace})
+    pg.ensure_schema(clean)
+    for name in PROJECTORS:
+        ProjectorRunner(build_projector(name, clean), clean, keys).run(idle_exit_after=2.0)
+    assert_same_projections(s, clean, f"{tag}: projections differ from a clean run of the same log")
+    print(f"\nFAULT {note}: lost={lost} duplicated=0 recover_s={recover:.1f} fault_s={healed_at - fault_at:.1f} "
+          f"turns={N_TURNS} facts={len(facts)} re-sent_fact_records={fact_records - len(facts)} "
+          f"re-emitted_memory_records={records - len(ids)} restarts={restarts}")
+    keys.close()
+    return log_text, restarts
+
+
+def _kill(worker: str):
+    def inject(s, pipe):
+        os.kill(pipe.sup.procs[worker].pid, signal.SIGKILL)
+        wait_for(lambda: pipe.sup.restarts[worker] >= 1, timeout=30, what=f"{worker} restarted")
+        return f"kill -9 {worker} mid-burst (supervised)"
+    return inject
+
+
+def test_kill_9_extractor_mid_burst(fault_base):
+    _, restarts = _run_fault(fault_base, "kx", _kill("extractor"))
+    assert restarts["extractor"] >= 1
+
+
+def test_kill_9_memory_processor_mid_burst(fault_base):
+    _, restarts = _run_fault(fault_base, "km", _kill("memory"))
+    assert restarts["memory"] >= 1
+
+
+def test_postgres_stopped_with_turns_flowing(fault_base):
+    def inject(s, pipe):
+        fault_service(s, "postgres").stop()
+        time.sleep(20)
+        restart_service(s, "postgres")
+        return "postgres stopped 20s with turns flowing (key store + read models)"
+    log_text, restarts = _run_fault(fault_base, "pp", inject)
+    assert not any(restarts.values()), f"a worker exited during a transient outage: {restarts}\n{log_text}"
