@@ -67,7 +67,8 @@ def test_small_talk_questions_and_thanks_yield_nothing(text):
 
 def test_kinds_of_statements_and_their_categories():
     cases = {
-        "I was diagnosed with asthma last year.": ("health", "fact"),
+        "I was diagnosed with asthma last year.": ("health", "policy"),   # a standing condition: a constraint
+        "I broke my leg skiing last winter.": ("health", "fact"),
         "I work at a hospital as a surgeon.": ("health", "fact"),   # health outranks work: what must not be forgotten
         "I'm a software engineer at a small startup.": ("occupation", "identity"),
         "My husband and I just got married in June.": ("relationship", "identity"),
@@ -268,3 +269,9 @@ def test_code_blocks_and_logs_are_not_statements():
     assert [d.content for d in extract_statements(turn, AT)] == [
         "User tried reinstalling numpy in their venv but it still fails"]
     assert extract_statements("if (i > 0 && my_list[i] != null) { return i; }", AT) == []
+
+
+def test_standing_conditions_are_constraints_kept_like_allergies():
+    for text in ("I'm vegetarian.", "I have type 2 diabetes.", "我有高血压，每天都要吃药。"):
+        (d,) = extract_facts(text, at=AT)
+        assert (d.category, d.slot_hint) == ("policy", "health") and "constraint" in d.tags, text

@@ -573,6 +573,11 @@ def _kind(patterns, body: str) -> tuple[str, re.Match | None]:
     return "statement", None
 
 
+_CONDITION = re.compile(r"(?i)\b(?:allergic|allergy|allergies|diabet\w*|asthma\w*|vegetarian|vegan|gluten|celiac|coeliac|"
+                        r"lactose|intoleran\w*|epilep\w*|adhd|autis\w*|arthritis|high blood pressure|hypertension|"
+                        r"pregnant|chronic|kosher|halal)\b|过敏|糖尿病|高血压|哮喘|素食|吃素|乳糖不耐|癫痫|怀孕|不耐受")
+
+
 def _back_a_week(rel: RelativeDate) -> RelativeDate:
     day = rel.day - timedelta(days=7)
     return dataclasses.replace(rel, day=day, label=day.isoformat())
@@ -583,6 +588,10 @@ def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | N
     category, importance = STATEMENT_KINDS[kind]
     if rel is not None:
         importance += 0.05   # a dated happening is easier to place and to ask about
+    if kind == "health" and _CONDITION.search(content):
+        # a standing condition or diet ("User is vegetarian", "用户有高血压") is a constraint on what
+        # an agent suggests, like an allergy: category policy, tagged so forgetting keeps it
+        category, importance, tags = "policy", max(importance, 0.85), _dedup(["constraint", *tags])
     return FactDraft(rule=f"statement.{lang}.{kind}", key=key, value=value, content=content, category=category,
                      importance=round(min(importance, 0.95), 2), slot_hint=kind, tags=tags,
                      event_date=rel.day.isoformat() if rel else None)
