@@ -129,8 +129,13 @@ def test_an_archived_memory_stays_recallable_and_a_recall_revives_it(live):
     items = wait_agree(live, user, "archived", lambda it: it[old]["status"] == "archived")
     assert items[old]["content"] == "用户小时候在杭州学过围棋" and graph_nodes(live, user)[old]["status"] == "archived"
     assert nearest(live, user, basis(3, dim)) == [(old, "archived")]       # row and embedding intact
-    # the query side found it in the archive tier and says so: the processor revives it
-    publish(live, keys, "memory", user, MemoryRecalled(memory_ids=[old], archived_ids=[old], source="test"), day(40))
+    # recall finds it in the archive tier, marks it, and names it in memory.recalled: the processor revives it
+    with TestClient(create_app(live)) as http:
+        hits = http.post("/v1/recall", json={"user": user, "query": "围棋", "k": 3}).json()
+    assert [(h["memory_id"], h["why"].get("archived")) for h in hits] == [(old, True)]
+    recalls = wait_for(lambda: [a for a in audit_events(live, user) if a["type"] == "memory.recalled"],
+                       what="memory.recalled in the audit index")
+    assert recalls[-1]["memory_ids"] == [old]
     items = wait_agree(live, user, "revived", lambda it: it[old]["status"] == "active")
     assert items[old]["importance"] == 0.25                               # its base importance, re-stated
     assert graph_nodes(live, user)[old]["status"] == "active"
