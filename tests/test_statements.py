@@ -275,3 +275,29 @@ def test_standing_conditions_are_constraints_kept_like_allergies():
     for text in ("I'm vegetarian.", "I have type 2 diabetes.", "我有高血压，每天都要吃药。"):
         (d,) = extract_facts(text, at=AT)
         assert (d.category, d.slot_hint) == ("policy", "health") and "constraint" in d.tags, text
+
+
+def test_more_relative_dates():
+    at = datetime(2023, 10, 20, tzinfo=timezone.utc)      # a Friday
+    def one(text):
+        (r,) = relative_dates(text, at)
+        return r.unit, r.day.isoformat()
+    assert one("this past weekend") == ("weekend", "2023-10-14")
+    assert one("last August") == ("month", "2023-08-01")
+    assert one("last December") == ("month", "2022-12-01")
+    assert one("next May") == ("month", "2024-05-01")
+    assert relative_dates("this year", at) == []           # "I turn 30 this year" dates nothing
+
+
+def test_every_relative_phrase_resolves_without_error_on_any_day():
+    from memstream.domain.text import _MONTH_NAMES, _SEASONS, _WEEKDAYS
+    units = ["weekend", "week", "month", "year", *_SEASONS, *_WEEKDAYS, *_MONTH_NAMES]
+    phrases = [f"{d} {u}" for d in ("last", "next", "this past", "this") for u in units]
+    phrases += [f"{n} {u} ago" for n in ("2", "a", "one", "a couple of") for u in ("day", "weeks", "month", "years")]
+    phrases += ["yesterday", "today", "tomorrow", "last night", "the day before yesterday"]
+    phrases += [a + c + w for a in "上下这本" for c in ("周末", "周", "个星期", "礼拜", "个月") for w in ("", "五")]
+    phrases += ["昨天", "前天", "明天", "去年", "明年", "三天前", "两个月前", "2年前"]
+    for day in (datetime(2023, 1, 1), datetime(2023, 12, 31, 23, 59), datetime(2024, 2, 29), AT):
+        for p in phrases:
+            for r in relative_dates(f"I did it {p}.", day):
+                assert r.unit in ("day", "week", "weekend", "month", "year", "season") and r.label, p

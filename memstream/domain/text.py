@@ -126,6 +126,8 @@ class RelativeDate:
     label: str            # how the content sentence names it: "2026-11-23", "2026-10", "summer 2025"
 
 
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december")
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
            "a couple": 2}
@@ -135,8 +137,8 @@ _REL_EN = re.compile(
     r"\b(?:(?P<dbyd>the day before yesterday)|(?P<datm>the day after tomorrow)"
     r"|(?P<yday>yesterday|last night)|(?P<today>today|tonight|this morning|this afternoon|this evening)"
     r"|(?P<tmrw>tomorrow)"
-    r"|(?P<dir>last|next|this)\s+(?P<unit>weekend|week|month|year|" + "|".join(_SEASONS) + "|"
-    + "|".join(_WEEKDAYS) + r")"
+    r"|(?P<dir>last|next|this past|this)\s+(?P<unit>weekend|week|month|year|" + "|".join(_SEASONS) + "|"
+    + "|".join(_WEEKDAYS) + "|" + "|".join(_MONTH_NAMES) + r")"
     r"|(?P<n>\d{1,2}|a couple of|a couple|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
     r"\s+(?P<nunit>day|week|month|year)s?\s+ago)\b", re.I)
 _ZH_NUM = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "几": None}
@@ -206,6 +208,8 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
             res = _resolve("day", today + timedelta(days=1))
         elif g["dir"]:
             d, u = g["dir"], g["unit"]
+            if d == "this past":                # "this past weekend" is the last one
+                d = "last"
             step = {"last": -1, "next": 1, "this": 0}[d]
             if u == "week":
                 res = _resolve("week", today + timedelta(days=7 * step))
@@ -218,10 +222,21 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
                 res = _resolve("weekend", sat)
             elif u == "month":
                 res = _resolve("month", _month_shift(today, step))
-            elif u == "year" and step:      # "this year" dates nothing ("I turn 30 this year")
-                res = _resolve("year", date(today.year + step, 1, 1))
+            elif u == "year":
+                if step:                    # "this year" dates nothing ("I turn 30 this year")
+                    res = _resolve("year", date(today.year + step, 1, 1))
             elif u in _SEASONS:
                 res = _resolve("season", _season(today, u, d), u)
+            elif u in _MONTH_NAMES:
+                # "last August": the latest August before this month; "next May": the first after it;
+                # "this May": this year's
+                month = _MONTH_NAMES.index(u) + 1
+                year = today.year
+                if d == "last" and month >= today.month:
+                    year -= 1
+                elif d == "next" and month <= today.month:
+                    year += 1
+                res = _resolve("month", date(year, month, 1))
             else:
                 wd = _WEEKDAYS.index(u)
                 if d == "last":
