@@ -30,12 +30,15 @@ resolved by hand for a bounded set of phrases (text.relative_dates) instead of a
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from datetime import datetime, timedelta
 
 from memstream.domain.classification import STATEMENT_KINDS, classify_rules
 from memstream.domain.extraction import FactDraft, bounded
 from memstream.domain.text import STOP, RelativeDate, relative_dates
+
+log = logging.getLogger("memstream.statements")
 
 MAX_SENTENCE_CHARS = 400   # a longer "sentence" (no punctuation) is cut here before it is examined
 MAX_CONTENT_CHARS = 300    # content sentences longer than this are cut at a word boundary
@@ -813,7 +816,11 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
             follows = False
             continue
         cjk = _CJK.search(sentence)
-        draft = (_statement_zh if cjk else _statement_en)(sentence, at)
+        try:
+            draft = (_statement_zh if cjk else _statement_en)(sentence, at)
+        except Exception:   # a heuristic's bug must not stop the extractor (law 6); the turn keeps its other facts
+            log.exception("statement extraction failed on one sentence (%d chars); skipped", len(sentence))
+            draft = None
         if draft is not None:
             if len(out) >= MAX_STATEMENTS:
                 break
