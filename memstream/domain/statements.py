@@ -350,6 +350,8 @@ def _third_person_verb(word: str) -> str:
                  "go": "goes", "dont": "doesn't", "ain't": "isn't", "'m": "is"}
     if lw in irregular:
         return irregular[lw]
+    if lw.endswith("ly") and lw not in ("fly", "apply", "rely", "reply", "supply", "multiply", "ally", "bully"):
+        return word           # an adverb the pattern did not skip ("I really, really love…")
     if (lw in _IRREGULAR_PAST or (lw.endswith("ed") and lw not in _PRESENT_ED)
             or (lw.endswith("ing") and lw not in _ING_VERBS) or lw.endswith("n't")
             or not lw.isalpha()
@@ -410,6 +412,8 @@ def third_person_en(text: str) -> str:
             plural = _COMPOUND.search(text, max(0, m.start() - 40), m.start()) is not None
             drop = not plural and seen_i and _COORD.search(text, max(0, m.start() - 8), m.start()) is not None
             nxt = _VERB_AFTER.match(text, pos)
+            if nxt and nxt.group(2).lower() in _OTHERS:
+                nxt = None            # "I myself built it": the pronoun is rewritten on its own
             if nxt and not plural:
                 out.append(("" if drop else "User") + nxt.group(1) + " " + _third_person_verb(nxt.group(2)))
                 if drop:
