@@ -556,10 +556,14 @@ _DATE_ZH = {"day": "{}", "week": "{} 那一周", "weekend": "{} 那个周末", "
 _SEASON_ZH = {"spring": "春天", "summer": "夏天", "fall": "秋天", "autumn": "秋天", "winter": "冬天"}
 
 
+_DANGLING = re.compile(r"(?i)(?:^|\s)(?:just|only|since|until|by|on|in|during|from|as of)$")
+
+
 def _remove_span(text: str, start: int, end: int) -> str:
     if text.startswith(("'s ", "'s,"), end):           # "during last week's game" → "during the game"
         return text[:start] + "the" + text[end + 2:]
     left, right = text[:start].rstrip(" ,，"), text[end:].lstrip(" ,，")
+    left = _DANGLING.sub("", left)                       # "Just last week I…" → "I…"
     space = (" " if left and right and not _CJK.match(left[-1]) and not _CJK.match(right[0]) and right[0] not in ",.!?;:"
              else "")
     return (left + space + right).strip(" ,-，")
