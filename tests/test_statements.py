@@ -44,7 +44,7 @@ def test_chinese_statements():
         "用户是一名护士，用户上夜班",
         "用户对花生过敏",
         "用户领养了一只叫 Miso 的猫（2026-11-23 那一周）",
-        "用户要去东京出差（2026-12）",
+        "用户要去东京出差（2026年12月）",
     ]
     job, _, cat, trip = facts
     assert (job.category, job.key, job.value) == ("identity", "occupation", "护士")
@@ -125,7 +125,7 @@ def test_relative_dates_resolve_against_the_turn_time():
 def test_a_future_date_makes_a_plan():
     (d,) = extract_statements("Next month I'm flying to Tokyo for a conference.", AT)
     assert (d.slot_hint, d.event_date) == ("plan", "2026-12-01")
-    assert d.content == "User is flying to Tokyo for a conference (in 2026-12)"
+    assert d.content == "User is flying to Tokyo for a conference (in December 2026)"
     assert "tokyo" in d.tags
 
 

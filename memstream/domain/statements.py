@@ -553,6 +553,16 @@ _EMPTY_WORDS = frozenset("i'm i've i'll i'd it's that's there's here's so too re
 _DATE_EN = {"day": "on {}", "week": "week of {}", "weekend": "weekend of {}", "month": "in {}", "year": "in {}",
             "season": "in {}"}
 _DATE_ZH = {"day": "{}", "week": "{} 那一周", "weekend": "{} 那个周末", "month": "{}", "year": "{}年", "season": "{}"}
+_MONTHS_EN = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+              "November", "December")
+
+
+def _month_en(rel: RelativeDate) -> str:
+    """Days and weeks as ISO dates ("2026-11-23"); a month by its name ("August 2023"), as people
+    ask about it."""
+    return f"{_MONTHS_EN[rel.day.month - 1]} {rel.day.year}" if rel.unit == "month" else rel.label
+
+
 _SEASON_ZH = {"spring": "春天", "summer": "夏天", "fall": "秋天", "autumn": "秋天", "winter": "冬天"}
 
 
@@ -693,7 +703,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     if rel is not None:
         if _PREP_BEFORE.search(body, max(0, rel.start - 8), rel.start):
             # "by tomorrow" → "by 2026-12-01": a deadline or a start reads right only in place
-            text = body[:rel.start] + rel.label + body[rel.end:]
+            text = body[:rel.start] + _month_en(rel) + body[rel.end:]
             inline = True
         else:
             for r in reversed(rels):       # every phrase naming that date: "Yesterday was… on screen yesterday"
@@ -706,7 +716,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
     content = content[0].upper() + content[1:]
     content = _cap(content)
     if rel is not None and not inline:
-        content += " (" + _DATE_EN[rel.unit].format(rel.label) + ")"
+        content += " (" + _DATE_EN[rel.unit].format(_month_en(rel)) + ")"
     if kind == "statement" and ruled is not None:
         # the catch-all takes the classification rules' word when they have one ("… fails with a
         # timeout error" is a tool failure, "User is from Ohio" an identity, "I dont eat meat" a policy)
@@ -802,6 +812,8 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
         if rel.unit == "season":
             name, year = label.split()
             label = f"{year}年{_SEASON_ZH[name]}"
+        elif rel.unit == "month":
+            label = f"{rel.day.year}年{rel.day.month}月"
         content += "（" + _DATE_ZH[rel.unit].format(label) + "）"
     tags = ([m.group(1) for m in _NAME_ZH.finditer(body)] + [m.group(1) or m.group(2) for m in _PLACE_ZH.finditer(body)]
             + [m.group(0) for m in _TAG_ZH.finditer(body)] + [w for w in _ASCII_WORD.findall(body)])
