@@ -5,6 +5,9 @@
    the 50-memory window, then aging at most `consolidation_sweep_max` ledger entries) and a tick
    (aging every entry). Also with the ledger codec the processor adds: opening the sealed buckets
    (AES-GCM + orjson) and sealing the ones that changed. Medians of --runs runs.
+   Then the archive (forgetting archives, the ledger keeps a compact record per archived memory,
+   at most ARCHIVE_CAP a bucket): the stored ledger of a 10,000-memory user with an empty and with a
+   full archive, after archiving 30,000 memories, and the cost of a revival.
 2. Ingest freshness publish → preference visible, with consolidation every 5 stores vs off
    (MEMSTREAM_CONSOLIDATION_EVERY=0), as in bench/freshness.py: the whole pipeline in a fresh
    namespace, --users users each prefilled with --prefill memories, then "I like X<i>" turns at
@@ -131,6 +134,55 @@ def pure_report(runs: int) -> None:
           "memories; aging is O(1) per ledger entry and a store-triggered run ages at most "
           f"{rules.sweep_max} entries (round-robin), so the store-triggered figure stops growing once "
           "a user has more memories than that; a tick ages every entry (O(memories), once per period).")
+
+
+def archive_report(runs: int) -> None:
+    """The archive stays bounded however many memories are archived; consolidation and revival
+    cost the same with a full archive."""
+    from memstream.config import Settings
+    from memstream.domain.consolidation import consolidate, recalled
+    from memstream.domain.ledger import ARCHIVE_CAP, BUCKETS, Entry
+    from memstream.domain.memory_rules import Rules
+    rules = Rules.from_settings(Settings())
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp()
+    state = synthetic_state(10_000, np.random.default_rng(7), now)
+
+    def sizes(st) -> tuple[int, int]:
+        dumped = [len(orjson.dumps(st.ledger.dump(b))) for b in range(BUCKETS)]
+        return sum(dumped), max(dumped)
+
+    before = sizes(state)
+    store_before, _ = time_pure(10_000, runs, rules, full=False)
+    archived = [str(uuid.UUID(int=(1 << 127) | i)) for i in range(30_000)]
+    for i, mid in enumerate(archived):
+        state.ledger.put(mid, Entry("c" * 40, 0.2, now - 400 * DAY, now - 400 * DAY, 0.2, now - 400 * DAY,
+                                    inc=archived[max(0, i - 2):i], kind="fact"))
+        state.ledger.archive(mid, now - (30_000 - i))
+    after = sizes(state)
+    kept = state.ledger.archived_count()
+    base = state.to_dict(), state.ledger.to_dict()
+    times, store = [], []
+    for _ in range(runs):
+        from memstream.domain.ledger import Ledger
+        from memstream.domain.memory_rules import UserState
+        s = UserState.from_dict(base[0], Ledger.from_dict(base[1]))
+        for b in range(BUCKETS):
+            s.ledger.bucket(b)  # parsed before timing, as in time_pure
+        t = time.perf_counter()
+        revived = recalled(s, [archived[-1]], now)
+        times.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        consolidate(s, rules, now)
+        store.append((time.perf_counter() - t) * 1000)
+    assert len(revived) == 1
+    print(f"\nthe archive, 10,000 live memories (median of {runs}):")
+    print("| archive | ledger stored (all buckets) | largest bucket | store-triggered consolidation |")
+    print("|---|---|---|---|")
+    print(f"| empty | {before[0] / 1024:,.0f} KiB | {before[1] / 1024:,.1f} KiB | {store_before:.2f} ms |")
+    print(f"| full: 30,000 archived, {kept:,} kept ({ARCHIVE_CAP} a bucket) | {after[0] / 1024:,.0f} KiB "
+          f"| {after[1] / 1024:,.1f} KiB | {statistics.median(store):.2f} ms |")
+    print(f"a revival (recalled() on an archived id): {statistics.median(times) * 1000:.0f} µs; past the cap the oldest "
+          "archived records go (still archived and recallable in the read models, no longer revivable).")
 
 
 # -- freshness with and without consolidation ---------------------------------------------------
@@ -298,6 +350,7 @@ def main() -> None:
     ap.add_argument("--skip-freshness", action="store_true")
     args = ap.parse_args()
     pure_report(args.runs)
+    archive_report(max(5, args.runs // 3))
     if not args.skip_freshness:
         freshness_report(args)
 
