@@ -301,3 +301,9 @@ def test_every_relative_phrase_resolves_without_error_on_any_day():
         for p in phrases:
             for r in relative_dates(f"I did it {p}.", day):
                 assert r.unit in ("day", "week", "weekend", "month", "year", "season") and r.label, p
+
+
+def test_a_short_sentence_is_kept_when_the_next_one_says_what_it_is_about():
+    (d,) = extract_statements("I love this series. It has adventures, magic, and great characters.", AT)
+    assert d.content == "User loves this series. It has adventures, magic, and great characters"
+    assert extract_statements("I got it. It's easy to forget that.", AT) == []

@@ -134,7 +134,7 @@ _FILLER_START_EN = re.compile(
     r"i hope so|i will(?:\s*$|[,!])|i won't(?:\s*$|[,!]| give up| quit| let you down| forget)|i see(?:\s*$|[,!])|i'll (?:keep that in mind|try|do that|let you know|check it out|think about it|keep you posted)|"
     r"i appreciate|i'd love to (?:see|hear|read)|i remember you|me too|same here|you're welcome|no worries|"
     r"no problem|i'm (?:here|always here) for you|i'm sure (?:you|it|they|that)|i can imagine|i can tell|i feel you|"
-    r"i hear you|i get (?:it|that|you)|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
+    r"i hear you|i get (?:it|that|you)|i got (?:it|this|that|you)\b|glad i could|happy i could|i'm in\b|count me in|i'm down\b|i can (?:\w+ )?imagine|here's|here is|here are|"
     r"check\b|look at (?:this|that)|take a look|i meant|i mean\b|"
     r"sounds like|seems like|looks like|been a\b)")
 _FILLER_ANY_EN = re.compile(
@@ -194,7 +194,8 @@ _IRREGULAR_PAST = frozenset(
     "ran won lost began sang swam drank ate fell wrote rode drove flew grew knew threw wore tore spoke broke chose "
     "froze stole woke forgot built sent spent lent bent meant sat stood understood held heard paid said sold "
     "slept swept wept became overcame hid bit shot lit fought sought read led fed fled spun stuck struck hung "
-    "dug quit shut cut hit put set let hurt cost split spread beat burnt learnt dreamt".split())
+    "dug quit shut cut hit put set let hurt cost split spread beat burnt learnt dreamt drew blew rang dove swore "
+    "wove strove shook mistook forgave undertook withdrew arose awoke".split())
 # Present forms that end like a past one ("I need" is not "I needed").
 _PRESENT_ED = frozenset("need feed bleed breed speed heed proceed succeed exceed seed shed wed embed bed".split())
 _ING_VERBS = frozenset("bring sing ring swing sting cling fling spring string wring sling".split())
@@ -618,7 +619,9 @@ def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | N
                      event_date=rel.day.isoformat() if rel else None)
 
 
-def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
+def _statement_en(sentence: str, at: datetime | None, relaxed: bool = False) -> FactDraft | None:
+    """One English sentence as a statement, or None. `relaxed`: a follow-up sentence will carry the
+    detail, so a sentence too short alone ("I love this series") is enough."""
     s = sentence.strip().replace("’", "'").replace("‘", "'")
     if len(s) > 8 and s.isupper():
         s = s.lower()                      # "MY DOG DIED LAST WEEK"
@@ -673,7 +676,7 @@ def _statement_en(sentence: str, at: datetime | None) -> FactDraft | None:
                                   or (ruled[0] == "tool_failure" and _TECH_WORDS.isdisjoint(toks))
                                   or (ruled[0] == "identity" and ruled[2] not in ("location", "age"))):
             ruled = None      # "my business is failing" is no tool failure, "a constant reminder" no job
-        if words < (2 if ruled else _MIN_WORDS[kind]):
+        if words < (1 if relaxed else 2 if ruled else _MIN_WORDS[kind]):
             return None
         if kind == "statement" and _SUBJECT_WORDS.isdisjoint(toks) and _POSSESSIVE_WORDS.isdisjoint(toks):
             return None
@@ -827,36 +830,46 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
     text = bounded(text)
     out: list[tuple[int, int, FactDraft]] = []
     follows = False           # the previous sentence became the last statement (and took no follow-up yet)
+    short: tuple[int, str] | None = None   # the previous sentence, first-person but too short alone
     fences = [f.span() for f in _FENCE.finditer(text)] if "```" in text else []
     for i, m in enumerate(_SENTENCE.finditer(text)):
         if i >= MAX_SENTENCES:
             break
         sentence = m.group(0)[:MAX_SENTENCE_CHARS]
         if not sentence.strip() or _looks_like_code(sentence) or any(a <= m.start() < b for a, b in fences):
-            follows = False
+            follows, short = False, None
             continue
         cjk = _CJK.search(sentence)
-        try:
-            draft = (_statement_zh if cjk else _statement_en)(sentence, at)
-        except Exception:   # a heuristic's bug must not stop the extractor (law 6); the turn keeps its other facts
-            log.exception("statement extraction failed on one sentence (%d chars); skipped", len(sentence))
-            draft = None
+        draft = _guarded(_statement_zh if cjk else _statement_en, sentence, at)
         if draft is not None:
             if len(out) >= MAX_STATEMENTS:
                 break
             out.append((m.start(), m.end(), draft))
-            follows = not cjk
-        elif follows:
+            follows, short = not cjk, None
+            continue
+        more = _follow_up(sentence) if not cjk and (follows or short is not None) else None
+        if more and follows:
             # "I took that pic on a hike near Fort Wayne. The sunset was just incredible.": a sentence
             # about what the statement before it told joins it, so the fact carries its details
-            more = _follow_up(sentence)
             start, _, prev = out[-1]
-            if more:
-                out[-1] = (start, m.end(), _joined(prev, more))
-            follows = False
-        else:
-            follows = False
+            out[-1] = (start, m.end(), _joined(prev, more))
+        elif more and len(out) < MAX_STATEMENTS:
+            # "I love this series. It has adventures, magic and great characters.": too short alone,
+            # but the sentence after says what it is about
+            rescued = _guarded(_statement_en, short[1], at, relaxed=True)
+            if rescued is not None:
+                out.append((short[0], m.end(), _joined(rescued, more)))
+        follows = False
+        short = None if (more or cjk) else (m.start(), sentence)
     return out
+
+
+def _guarded(fn, sentence: str, at: datetime | None, **kw) -> FactDraft | None:
+    try:
+        return fn(sentence, at, **kw)
+    except Exception:   # a heuristic's bug must not stop the extractor (law 6); the turn keeps its other facts
+        log.exception("statement extraction failed on one sentence (%d chars); skipped", len(sentence))
+        return None
 
 
 _FENCE = re.compile(r"```[^`]*(?:`(?!``)[^`]*)*(?:```|$)")       # a fenced code block (to its end, or the text's)
