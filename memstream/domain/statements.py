@@ -143,7 +143,8 @@ _FILLER_ANY_EN = re.compile(
     r"means (?:a lot|so much) to me|mean (?:a lot|so much) to me|keep (?:it|that) up|you got this|we got this|"
     r"(?:get|got|make it) through (?:this|it)|we can do (?:this|it)|we'll make it|what i (?:like|love|wanted|needed) "
     r"to hear|keep (?:going|pushing|at it|trying|it up|working at it|pushing forward)|never give up|won't give up|"
-    r"won't quit|check (?:it|them|that|this|those) out)\b")
+    r"won't quit|check (?:it|them|that|this|those) out|(?:a lot|so much|lots|much|quite a bit)(?:'s| has) "
+    r"(?:happened|been going on|been happening|changed) since)\b")
 
 _JOBS = ("nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|teacher|professor|lecturer|tutor|engineer|"
          "software engineer|developer|software developer|programmer|data scientist|scientist|researcher|designer|"
@@ -340,7 +341,7 @@ _WE_GENERIC = re.compile(r"(?i)(?:^|[,;-]\s*|\b(?:and|but|together|if)\s+)we\s+(
                          r"definitely\s+)?(?:can|could|should|must|might|need to|have to|gotta)\b|\bif we\b")
 _YOU_WORDS = frozenset("you your you're you've you'll yours yourself ya".split())
 _FILLER_ANY_GATE = frozenset("thank thanks talk catch see care good nice glad happy proud sorry means mean keep got through "
-                             "do make what never won't check".split())
+                             "do make what never won't check since".split())
 # Content words a sentence needs, by kind: a bare "I loved it!" or "I'm so excited!" says too little.
 _MIN_WORDS = {"event": 2, "plan": 2, "habit": 2, "opinion": 2, "feeling": 3, "family": 3, "statement": 4}
 
