@@ -68,7 +68,9 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
            r"so far,? so good|cheers|trust me|fyi|anyway|oh well|ugh|phew|woohoo|yay|hah|ha|"
            r"congrats on [^,!.?]{0,40}|congratulations on [^,!.?]{0,40}|quite a (?:week|day|month|year)|"
            r"(?:please )?remember(?: that)?|(?:please )?note(?: that)?|just so you know|for the record|"
-           r"keep in mind(?: that)?|just a heads up|heads up")
+           r"keep in mind(?: that)?|just a heads up|heads up|(?:a lot|so much|much|lots|quite a bit)(?:'s| has) "
+           r"(?:happened|been going on|been happening|changed)(?: since we (?:last )?(?:talked|spoke|chatted|"
+           r"caught up)(?: last)?)?")
 
 
 def _top_level(alternation: str) -> list[str]:
@@ -143,8 +145,7 @@ _FILLER_ANY_EN = re.compile(
     r"means (?:a lot|so much) to me|mean (?:a lot|so much) to me|keep (?:it|that) up|you got this|we got this|"
     r"(?:get|got|make it) through (?:this|it)|we can do (?:this|it)|we'll make it|what i (?:like|love|wanted|needed) "
     r"to hear|keep (?:going|pushing|at it|trying|it up|working at it|pushing forward)|never give up|won't give up|"
-    r"won't quit|check (?:it|them|that|this|those) out|(?:a lot|so much|lots|much|quite a bit)(?:'s| has) "
-    r"(?:happened|been going on|been happening|changed) since)\b")
+    r"won't quit|check (?:it|them|that|this|those) out)\b")
 
 _JOBS = ("nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|teacher|professor|lecturer|tutor|engineer|"
          "software engineer|developer|software developer|programmer|data scientist|scientist|researcher|designer|"
