@@ -290,8 +290,8 @@ def test_more_relative_dates():
 
 
 def test_every_relative_phrase_resolves_without_error_on_any_day():
-    from memstream.domain.text import _MONTH_NAMES, _SEASONS, _WEEKDAYS
-    units = ["weekend", "week", "month", "year", *_SEASONS, *_WEEKDAYS, *_MONTH_NAMES]
+    from memstream.domain.text import _MONTH_NAMES, _SEASONS, _WEEKDAY_ABBR, _WEEKDAYS
+    units = ["weekend", "week", "month", "year", *_SEASONS, *_WEEKDAYS, *_MONTH_NAMES, *_WEEKDAY_ABBR]
     phrases = [f"{d} {u}" for d in ("last", "next", "this past", "this") for u in units]
     phrases += [f"{n} {u} ago" for n in ("2", "a", "one", "a couple of") for u in ("day", "weeks", "month", "years")]
     phrases += ["yesterday", "today", "tomorrow", "last night", "the day before yesterday"]

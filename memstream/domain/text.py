@@ -126,6 +126,8 @@ class RelativeDate:
     label: str            # how the content sentence names it: "2026-11-23", "2026-10", "summer 2025"
 
 
+_WEEKDAY_ABBR = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sat": 5,
+                 "sun": 6}
 _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
                 "november", "december")
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -138,7 +140,8 @@ _REL_EN = re.compile(
     r"|(?P<yday>yesterday|last night)|(?P<today>today|tonight|this morning|this afternoon|this evening)"
     r"|(?P<tmrw>tomorrow)"
     r"|(?P<dir>last|next|this past|this)\s+(?P<unit>weekend|week|month|year|" + "|".join(_SEASONS) + "|"
-    + "|".join(_WEEKDAYS) + "|" + "|".join(_MONTH_NAMES) + r")"
+    + "|".join(_WEEKDAYS) + "|" + "|".join(_MONTH_NAMES) + "|" + "|".join(sorted(_WEEKDAY_ABBR, key=len, reverse=True))
+    + r")"
     r"|(?P<n>\d{1,2}|a couple of|a couple|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
     r"\s+(?P<nunit>day|week|month|year)s?\s+ago)\b", re.I)
 _ZH_NUM = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "几": None}
@@ -238,7 +241,7 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
                     year += 1
                 res = _resolve("month", date(year, month, 1))
             else:
-                wd = _WEEKDAYS.index(u)
+                wd = _WEEKDAYS.index(u) if u in _WEEKDAYS else _WEEKDAY_ABBR[u]
                 if d == "last":
                     day = today - timedelta(days=(today.weekday() - wd) % 7 or 7)
                 else:
