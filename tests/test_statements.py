@@ -307,3 +307,10 @@ def test_a_short_sentence_is_kept_when_the_next_one_says_what_it_is_about():
     (d,) = extract_statements("I love this series. It has adventures, magic, and great characters.", AT)
     assert d.content == "User loves this series. It has adventures, magic, and great characters"
     assert extract_statements("I got it. It's easy to forget that.", AT) == []
+
+
+def test_chinese_questions_without_a_mark_requests_and_dates_in_place():
+    for text in ("我想学做菜，有什么建议", "我想知道怎么用 Docker", "我明白你的意思了", "我要一杯咖啡", "给我推荐几本书"):
+        assert extract_facts(text, at=AT) == [], text
+    (d,) = extract_statements("我从去年开始学吉他", AT)
+    assert (d.content, d.event_date) == ("用户从2025年开始学吉他", "2025-01-01")

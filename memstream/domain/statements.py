@@ -739,7 +739,10 @@ _QUESTION_ZH = re.compile(r"(?:吗|么|呢|吧|不)[。！!~～\s]*$")
 _FILLER_ZH = re.compile(r"^(?:我(?:也|都|就)?(?:知道|明白|懂|同意|理解|收到|记住|记得|觉得也是|也是|也这么觉得|没事|很好|还好|"
                         r"挺好|好多了|马上|这就)(?:了|啦|的)?|我(?:会|也会)(?:的|努力的|加油的)?|我也一样|我也是)$")
 # About the conversation itself ("这个问题我还是不太懂", "我刚才说错了"), not about the user's world.
-_CONVO_ZH = re.compile(r"不太懂|不明白|没看懂|没听懂|看不懂|听不懂|说错了|打错了|写错了|搞错了|我的意思是")
+_CONVO_ZH = re.compile(r"不太懂|不明白|没看懂|没听懂|看不懂|听不懂|说错了|打错了|写错了|搞错了|我的意思是|明白你的意思|"
+                       r"懂你的意思|你说得对|你说的对")
+# A question without its question mark ("我想学做菜，有什么建议").
+_ASKS_ZH = re.compile(r"什么|怎么|如何|哪里|哪儿|哪个|哪些|为什么|为啥|有没有|是不是|能不能|可不可以|多少")
 _THANKS_ZH = re.compile(r"谢谢|感谢|多谢|辛苦了|加油|再见|拜拜|晚安")
 _JOBS_ZH = (r"护士|医生|大夫|老师|教师|教授|工程师|程序员|设计师|律师|会计|厨师|司机|警察|记者|作家|画家|销售|经理|"
             r"产品经理|学生|研究生|博士生|大学生|高中生|公务员|护工|保姆|快递员|外卖员|店长|老板|创业者|自由职业者|"
@@ -762,19 +765,19 @@ _KIND_ZH: tuple[tuple[str, re.Pattern], ...] = (
     ("opinion", re.compile(r"觉得|认为|喜欢|爱|讨厌|最爱|推荐|支持|反对")),
     ("event", re.compile(r"了|过")),
     ("family", re.compile(r"我(?:的|们家)?(?:" + _RELATIONS_ZH + r")")),
-    ("feeling", re.compile(r"开心|高兴|难过|伤心|累|紧张|压力|兴奋|担心|无聊|郁闷|烦|激动|失落|孤独")),
+    ("feeling", re.compile(r"开心|高兴|难过|伤心|累|紧张|压力|兴奋|担心|无聊|郁闷|烦|激动|失落|孤独|心情")),
 )
 _TAG_ZH = re.compile(r"(" + _JOBS_ZH + "|" + _PETS_ZH + "|" + _RELATIONS_ZH + r"|夜班|过敏|花生|手术|医院|婚礼|生日|"
                      r"旅行|出差|会议|考试|面试|演唱会|马拉松)")
 _NAME_ZH = re.compile(r"(?:叫|名叫|叫做)\s*([A-Za-z][A-Za-z'-]*|[\u4e00-\u9fff]{2,3}?)(?=\s*的|[，,。.!！\s]|$)")
 _PLACE_ZH = re.compile(r"(?:住在|搬到了|搬到|老家在|老家是|去了|去|到了|到|回到|回|来自|飞往)(?![了一二三四五六七八九十几两这那])"
                        r"([\u4e00-\u9fff]{2,3}?)(?=玩|旅游|旅行|出差|工作|上班|读书|上学|留学|开会|看|见|[，,。.!！\s]|$)"
-                       r"|在([\u4e00-\u9fff]{2,3}?)(?=做|工作|上班|读书|上学|生活|住|长大)")
+                       r"|在(?!在)([\u4e00-\u9fff]{2,3}?)(?=做|工作|上班|读书|上学|生活|住|长大)")
 # "上周我领养了…" → "我上周领养了…": the subject first, as a memory sentence reads ("用户上周…").
 _ZH_TIME_FIRST = re.compile(r"^((?:上|下|这|本)个?(?:周末|周|星期|礼拜|月)|大前天|前天|昨天|昨晚|今天|今晚|明天|后天|前年|去年|"
                             r"今年|明年|最近|刚才|现在|\d{1,2}天前)[，,\s]*(我们|我)")
 # Requests to the assistant ("帮我查一下…", "请给我…", "你能…") are the task at hand, not facts.
-_REQUEST_ZH = re.compile(r"(?:帮我|帮忙|请|麻烦|给我|能不能|能否|可不可以|可以帮|你|您|告诉我|让我看看)")
+_REQUEST_ZH = re.compile(r"(?:帮我|帮忙|请|麻烦|给我|能不能|能否|可不可以|可以帮|你|您|告诉我|让我看看|我(?:想)?要(?:一|个|点))")
 _ASCII_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
@@ -786,6 +789,8 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
     if _FILLER_ZH.match(body) or _REQUEST_ZH.match(body) or _CONVO_ZH.search(body):
         return None
     kind, _ = _kind(_KIND_ZH, body)
+    if kind not in _STRONG and _ASKS_ZH.search(body):
+        return None
     if "我" not in body:
         # Chinese leaves the subject out ("最近工作压力好大，天天加班"): kept only when what it says is
         # about a person's job, health, family or belongings; "今天天气不错" is not.
@@ -809,9 +814,7 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
         o = re.search(r"我是(?:一名|一个|个)?(" + _JOBS_ZH + r")", body)
         if o:
             key, value = "occupation", o.group(1)
-    text = _remove_span(body, rel.start, rel.end) if rel is not None else _ZH_TIME_FIRST.sub(r"\2\1", body)
-    content = _cap(text.replace("我们全家", "用户全家").replace("我们家", "用户家").replace("我们", "用户等人")
-                   .replace("我", "用户"), 200)
+    label = ""
     if rel is not None:
         label = rel.label
         if rel.unit == "season":
@@ -819,7 +822,18 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
             label = f"{year}年{_SEASON_ZH[name]}"
         elif rel.unit == "month":
             label = f"{rel.day.year}年{rel.day.month}月"
-        content += "（" + _DATE_ZH[rel.unit].format(label) + "）"
+        label = _DATE_ZH[rel.unit].format(label)
+    inline = rel is not None and rel.start > 0 and body[rel.start - 1] in "从自到于截"
+    if inline:      # "我从去年开始学吉他" → "用户从2025年开始学吉他": a start or an end reads right only in place
+        text = body[:rel.start] + label + body[rel.end:]
+    elif rel is not None:
+        text = _remove_span(body, rel.start, rel.end)
+    else:
+        text = _ZH_TIME_FIRST.sub(r"\2\1", body)
+    content = _cap(text.replace("我们全家", "用户全家").replace("我们家", "用户家").replace("我们", "用户等人")
+                   .replace("我", "用户"), 200)
+    if rel is not None and not inline:
+        content += "（" + label + "）"
     tags = ([m.group(1) for m in _NAME_ZH.finditer(body)] + [m.group(1) or m.group(2) for m in _PLACE_ZH.finditer(body)]
             + [m.group(0) for m in _TAG_ZH.finditer(body)] + [w for w in _ASCII_WORD.findall(body)])
     return _draft(kind, content, _dedup([t.lower() for t in tags]), rel, "zh", key, value)
