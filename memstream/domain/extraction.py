@@ -166,8 +166,9 @@ def _norm_key(value: str) -> str:
 # "I love it", "I love how you…", "I like your turtles", "I'd love to hear": the object is a
 # pronoun, a clause or the other person's — not a thing the user likes (the statement channel
 # may still keep the sentence as an opinion).
-_NOT_A_THING = re.compile(r"(?i)(?:你|您|它)|(?:it|that|this|these|those|them|to|how|what|when|where|why|your|you|is|was|"
-                          r"the (?:idea|thought|way)|every day|makes|made|are|were|has|have)\b|to (?:hear|see|know|read)\b")
+_NOT_A_THING = re.compile(r"(?i)(?:你|您|它)|(?:it|that|this|these|those|them|how|what|when|where|why|your|you|is|was|"
+                          r"the (?:idea|thought|way)|every day|makes|made|are|were|has|have)\b|to (?:hear|see|know|read)\b|"
+                          r"to$")
 _PARTICLES = re.compile(r"[了吧啊呀啦哦喔嘛哈]+$")
 _EN_PERSON = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "i": "they"}
 
