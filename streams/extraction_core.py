@@ -19,7 +19,7 @@ import logging
 import re
 
 from memstream.domain.classification import classify
-from memstream.domain.extraction import FactDraft, extract_facts
+from memstream.domain.extraction import FactDraft, extract_facts, extract_rules
 from memstream.embedding import Embedder
 from memstream.ids import derived_id
 from schemas.codec import make_envelope
@@ -80,9 +80,10 @@ def _norm_key(key: str | None) -> str | None:
 
 
 def new_facts(turn_text: str, facts: list[LlmFact]) -> list[tuple[int, LlmFact]]:
-    """(position in the LLM's answer, fact) for the facts whose slot the offline channel does not
-    already fill (its rules and its statements: an occupation statement fills `occupation`)."""
-    rule_keys = {d.key for d in extract_facts(turn_text) if d.key}
+    """(position in the LLM's answer, fact) for the facts whose slot the rules do not already fill.
+    Statements' slots are not skipped: where both channels speak of one slot the LLM's wording is
+    the better one, and an identical value only reinforces the memory."""
+    rule_keys = {d.key for d in extract_rules(turn_text)}
     return [(i, f) for i, f in enumerate(facts) if _norm_key(f.key) is None or _norm_key(f.key) not in rule_keys]
 
 
