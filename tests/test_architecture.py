@@ -34,6 +34,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "memstream.sdk": (2, "core"),
     "memstream.http_client": (2, "core"),
     "memstream.stack": (2, "core"),
+    "memstream.resilience": (2, "core"),
     "streams": (3, "streams"),
     "projections": (3, "projections"),
     "query": (4, "query"),

@@ -12,44 +12,16 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-# Bounded cost: extraction looks at the first MAX_CHARS characters of a turn, whatever its length
-# (a pasted log or document is not a statement about the user), and every pattern below is linear
-# in what it looks at, so no turn costs more than a few milliseconds (bench/extraction_offline.py).
-MAX_CHARS = 4000
-MAX_RULE_FACTS = 24    # the leftmost ones: a pasted list of 500 "I like X" is not 500 memories (each is embedded)
-
-
-def bounded(text: str) -> str:
-    """The part of a turn extraction looks at: its first MAX_CHARS characters, ending at a blank or
-    punctuation when one is near, so the last word is not cut ("Don't wor…")."""
-    if len(text) <= MAX_CHARS:
-        return text
-    cut = text[:MAX_CHARS]
-    for i in range(MAX_CHARS - 1, MAX_CHARS - 80, -1):
-        if not cut[i].isalnum():
-            return cut[:i]
-    return cut
+from memstream.domain.drafts import MAX_CHARS, MAX_RULE_FACTS, FactDraft, bounded  # noqa: F401 (re-exported)
+from memstream.domain.statements import statement_spans
 
 _STOP = r"[，,。.!！?？;；\n]"
 _VALUE_ZH = rf"([^，,。.!！?？;；\n]{{1,40}}?)(?={_STOP}|$|，|而且|并且|还)"
 # English values end at a clause boundary or a word that starts a new thought ("… last month").
 _VALUE_EN = rf"([^,.!?;\n]{{1,60}}?)(?={_STOP}|$|\s+[-–—]+\s|\s+(?:and|but|because|since|last|next|now|today|yesterday|these days|for|with|when)\b)"
-
-
-@dataclass(frozen=True, slots=True)
-class FactDraft:
-    rule: str
-    key: str | None          # preference-table slot; None for statement facts (they fill no slot)
-    value: str | None
-    content: str
-    category: str
-    importance: float
-    slot_hint: str | None = None
-    tags: tuple[str, ...] = field(default_factory=tuple)
-    event_date: str | None = None   # ISO date the fact's happening resolves to ("last week" → its date)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +211,6 @@ def extract_facts(text: str, at: datetime | None = None) -> list[FactDraft]:
     content words besides them ("I'm allergic to peanuts.", "我对花生过敏，我喜欢喝咖啡") yields no
     statement too; one with more to say ("I live in Paris with my husband and two kids") yields both.
     `at` is the turn's event time, for dates like "last week"."""
-    from memstream.domain.statements import statement_spans
     rules = rule_spans(text)
     rule_starts = [s for s, _, _ in rules]
     out: list[tuple[int, FactDraft]] = [(s, d) for s, _, d in rules]

@@ -35,7 +35,7 @@ import re
 from datetime import datetime, timedelta
 
 from memstream.domain.classification import STATEMENT_KINDS, classify_rules
-from memstream.domain.extraction import FactDraft, bounded
+from memstream.domain.drafts import FactDraft, bounded
 from memstream.domain.text import STOP, RelativeDate, relative_dates
 
 log = logging.getLogger("memstream.statements")
