@@ -141,11 +141,14 @@ def _settled(settings, expected: set[str]) -> bool:
 
 
 def _publish(settings, keys, turns, per_s: float) -> threading.Thread:
+    """The agents' side: turns sealed up front (the key store is what a test stops; an agent's SDK
+    would see that error itself), then sent at `per_s` through any outage of the pipeline."""
     producer = EventProducer(settings)
+    records = [(t.user, encode(t, keys)) for t in turns]
 
     def run():
-        for t in turns:
-            producer.send(settings.topic("turns"), t.user, encode(t, keys))
+        for user, raw in records:
+            producer.send(settings.topic("turns"), user, raw)
             time.sleep(1.0 / per_s)
         producer.close()
     th = threading.Thread(target=run, daemon=True)

@@ -292,3 +292,27 @@ def test_kill_9_projectors_mid_burst_supervisor_restarts(fault_base):
     assert_same_projections(live, clean, f"differs from a clean run after kill -9 at {killed_total}")
     _report("kill -9 projectors mid-burst (supervised)", 0, 0, recover, killed_at=killed_total)
     keys.close()
+
+
+def test_key_store_waits_out_postgres_and_never_rekeys(fault_base):
+    """Postgres down: key lookups raise Unavailable (transient) — never 'no key, make one', never
+    'erased'; back up: the same connection object is re-opened and the user keeps their key."""
+    from memstream.resilience import TRANSIENT, Unavailable, classify
+    s = _ns(fault_base, "ks")
+    keys = KeyStore(s, ttl=0.0)              # no write cache: every call goes to Postgres
+    user = f"ks-{uuid.uuid4().hex[:6]}"
+    kid, _ = keys.key_for_write(user)
+    new_user = f"ks-new-{uuid.uuid4().hex[:6]}"
+    fault_service(s, "postgres").stop()
+    try:
+        for call in (lambda: keys.key_for_write(user), lambda: keys.key_for_write(new_user),
+                     lambda: keys.key_for_read(new_user, "nope")):
+            with pytest.raises(Unavailable) as info:
+                call()
+            assert classify(info.value) == TRANSIENT
+    finally:
+        restart_service(s, "postgres")
+    assert keys.key_for_write(user)[0] == kid, "a user got a new key after an outage"
+    assert keys.key_for_read(new_user, "nope") is None    # answered now: no key yet (and not cached as erased for long)
+    assert not keys.has_key(new_user), "a key was created for a user during the outage"
+    keys.close()
