@@ -18,8 +18,9 @@ What the LoCoMo harness (bench/locomo.py) measured for each stage is in docs/cal
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -50,6 +51,16 @@ class RecallRequest:
     expand: bool = True
     query_embedding: list[float] | None = None  # skip embedding the query (precomputed)
     archived: bool = True                    # search the archive tier too (ranked below active memories)
+    aliases: tuple[str, ...] = ()            # names the user goes by: read as "the user" in the query
+
+
+def rewrite_query(query: str, aliases: tuple[str, ...] | list[str]) -> str:
+    """The query as memory words it: memories say "User …" (the extractor writes facts in the third
+    person), so a name the user goes by becomes "the user" ("What did Caroline paint?" asked of
+    Caroline's memory → "What did the user paint?"). Whole words only, longest name first."""
+    for name in sorted({a.strip() for a in aliases if a and a.strip()}, key=len, reverse=True):
+        query = re.sub(r"(?<![\w-])" + re.escape(name) + r"(?![\w-])", "the user", query, flags=re.I)
+    return query
 
 
 @dataclass
@@ -171,6 +182,8 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
            now: datetime | None = None) -> list[RecallHit]:
     w = weights or weights_from(models.settings)
     now = now or datetime.now(timezone.utc)
+    if req.aliases:
+        req = replace(req, query=rewrite_query(req.query, req.aliases))
     q = np.asarray(req.query_embedding if req.query_embedding is not None else models.embed_query(req.query),
                    dtype=np.float32)
     where, params = _filters(req, now)
