@@ -55,17 +55,18 @@ def end_offset(settings, topic: str) -> int:
 
 
 def projector_lag(settings) -> dict[str, int]:
-    end = end_offset(settings, "memory")
-    out = {}
+    """End of the memory topic − stored positions; positions read first, so never negative."""
+    stored = {}
+    mem = settings.topic("memory")
     for name in PROJECTORS:
         proj = build_projector(name, settings)
         proj.setup()
         try:
-            mem = settings.topic("memory")
-            out[name] = end - sum(o for (t, _p), o in proj.positions().items() if t == mem)
+            stored[name] = sum(o for (t, _p), o in proj.positions().items() if t == mem)
         finally:
             proj.close()
-    return out
+    end = end_offset(settings, "memory")
+    return {name: end - pos for name, pos in stored.items()}
 
 
 def report(settings, sup: Supervisor, started: float, sent: int) -> None:
