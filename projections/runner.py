@@ -446,13 +446,16 @@ def run_until_signalled(runners: list[ProjectorRunner], health: Health | None = 
             stop()
 
     threads = [threading.Thread(target=body, args=(r,), name=r.projector.name, daemon=True) for r in runners]
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
         for t in threads:
-            t.join(timeout=0.5)
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if health is not None:
         health.stop()
     return 1 if failed else 0

@@ -316,3 +316,22 @@ def test_key_store_waits_out_postgres_and_never_rekeys(fault_base):
     assert keys.key_for_read(new_user, "nope") is None    # answered now: no key yet (and not cached as erased for long)
     assert not keys.has_key(new_user), "a key was created for a user during the outage"
     keys.close()
+
+
+def test_a_fatal_error_stops_every_projector_and_the_worker_exits_non_zero(fault_base):
+    """No thread dies alone: one projector's unexpected error stops the others, status 1."""
+    from projections.runner import run_until_signalled
+    s = _ns(fault_base, "x")
+    keys = KeyStore(s)
+
+    class Broken(type(build_projector("kv-preferences", s))):
+        def setup(self):
+            raise RuntimeError("a bug")
+
+    healthy = ProjectorRunner(build_projector("task-buffers", s), s, keys)
+    broken = ProjectorRunner(Broken(s), s, keys)
+    t0 = time.monotonic()
+    assert run_until_signalled([healthy, broken]) == 1
+    assert isinstance(broken.error, RuntimeError) and healthy.error is None
+    assert time.monotonic() - t0 < 30
+    keys.close()
