@@ -229,6 +229,7 @@ def _outage(fault_base, service: str, tag: str, down_s: float = 20.0, n: int = 3
         assert proc.poll() is None, "the projectors worker died during the outage"
         restart_service(live, service)
         back_at = time.monotonic()
+        print(f"\n{service} back at {time.strftime('%H:%M:%S')}")
         sender.join(timeout=120)
         wait_for(lambda: _caught_up(live, n), timeout=150, interval=0.2, what="every projector caught up")
         recover = time.monotonic() - back_at
