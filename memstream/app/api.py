@@ -78,6 +78,7 @@ class RecallHitOut(BaseModel):
     importance: float
     created_at: datetime
     score: float
+    archived: bool = Field(False, description="An archived (expired) memory, found in the archive tier; recalling it revives it.")
     why: dict
 
 
