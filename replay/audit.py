@@ -207,8 +207,10 @@ def _status(memory_id: str, events: list[dict]) -> str:
             status = "outdated"
         elif t in ("memory.merged", "memory.deduped") and d.get("retired_id") == memory_id:
             status = "merged" if t == "memory.merged" else "deduped"
-        elif t in ("memory.expired",) and d.get("memory_id") == memory_id:
-            status = "expired"
+        elif t == "memory.expired" and d.get("memory_id") == memory_id:
+            status = "archived"      # expiry archives: still recallable, revived by a recall
+        elif t == "memory.revived" and d.get("memory_id") == memory_id:
+            status = "active"
         elif t == "memory.forgotten" and memory_id in (d.get("memory_ids") or []):
             status = "forgotten"
     return status

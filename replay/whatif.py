@@ -53,7 +53,8 @@ from streams.memory_core import MemoryCore, PlainStates
 PRODUCER = "whatif/1"
 # What the memory processor decides (counted and compared); everything else on the topic is input.
 DECISIONS = ("memory.created", "memory.reinforced", "memory.linked", "memory.superseded", "preference.set",
-             "memory.merged", "memory.deduped", "memory.decayed", "memory.expired", "memory.summarized")
+             "memory.merged", "memory.deduped", "memory.decayed", "memory.expired", "memory.summarized",
+             "memory.revived")
 # Inputs of the processor that the projections need too: copied to the what-if topic.
 PASS_THROUGH = ("user.erased", "memory.recalled", "memory.forgotten", "user.forgotten")
 WHATIF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")

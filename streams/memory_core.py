@@ -222,10 +222,10 @@ class MemoryCore:
         if state is None:
             return
         if env.type == "memory.recalled":
-            result = recalled(state, env.data.memory_ids, env.time.timestamp())
-            decisions = result if isinstance(result, list) else []
+            # refreshed access, and archived memories revived (memory.revived, caused by the recall)
+            decisions = recalled(state, env.data.memory_ids, env.time.timestamp(), env.data.archived_ids)
             yield from self._out(env.user, decisions, env, env.correlation or env.id)
-            changed = bool(result)
+            changed = bool(decisions) or bool(state.ledger.dirty)
         else:  # memory.forgotten
             changed = sum(forget(state, mid) for mid in env.data.memory_ids)
         if changed:

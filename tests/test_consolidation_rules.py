@@ -253,7 +253,7 @@ def test_a_recall_undoes_the_lowering_and_resets_the_idle_clock():
     consolidate(state, IDLE, at_day(20))
     assert state.ledger.get(m).stage == 1
     got = recalled(state, [m, "not-mine"], at_day(21))
-    assert got == [] and got      # nothing to publish, but the state changed (truthy: save it)
+    assert got == [] and state.ledger.dirty      # nothing to publish, but the state changed: save it
     (up,) = of(consolidate(state, IDLE, at_day(21)), MemoryDecayed)
     assert up.reason == "refresh" and up.importance == round(0.9 * 0.995 ** 21, 4)
     entry = state.ledger.get(m)
@@ -353,7 +353,7 @@ def test_session_overflow_folds_the_older_messages_into_a_rolling_summary():
 def test_recall_of_unknown_memories_changes_nothing(n):
     state = UserState()
     got = recalled(state, [f"m{i}" for i in range(n)], at_day(1), archived_ids=["m0"])
-    assert got == [] and not got and not state.ledger.dirty
+    assert got == [] and not state.ledger.dirty
 
 
 def test_a_redelivered_fact_re_emits_its_own_decisions_but_never_consolidates_twice():
@@ -394,7 +394,6 @@ def test_the_audit_index_knows_which_memories_each_new_event_concerns():
 
 # -- forgetting archives, a recall revives, TTL by kind ----------------------------------------
 
-from memstream.domain.consolidation import Revivals  # noqa: E402
 from memstream.domain.ledger import ARCHIVE_CAP, ARCHIVE_KEY, Entry  # noqa: E402
 from schemas.events import MemoryRevived  # noqa: E402
 
@@ -424,7 +423,7 @@ def test_a_recall_revives_an_archived_memory_back_into_aging():
     consolidate(state, RULES, at_day(31))
     e_id, p_id = ids["E"], ids["P"]
     revived = recalled(state, [p_id, e_id], at_day(40), archived_ids=[e_id])
-    assert isinstance(revived, Revivals) and [d.tag for d in revived] == [f"revived:{e_id}"]
+    assert [d.tag for d in revived] == [f"revived:{e_id}"]
     (d,) = of(revived, MemoryRevived)
     assert (d.memory_id, d.importance, d.archived_days, d.reason) == (e_id, 0.25, 9.0, "recalled")
     assert d.previous == round(0.25 * 0.995 ** 31, 4)

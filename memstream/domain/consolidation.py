@@ -289,19 +289,6 @@ def _leave_window(state: UserState, memory_id: str) -> None:
 
 # -- access and explicit forgetting ---------------------------------------------------------------
 
-class Revivals(list):
-    """What `recalled()` returns: the `memory.revived` decisions (a plain list of Decision), truthy
-    also when it decided nothing but refreshed an access, so a caller that saves the state when the
-    result is truthy keeps the refresh (`changed`)."""
-
-    def __init__(self, decisions=(), changed: bool = False):
-        super().__init__(decisions)
-        self.changed = changed or bool(decisions)
-
-    def __bool__(self) -> bool:
-        return self.changed
-
-
 def recalled(state: UserState, memory_ids: list[str], at: float,
              archived_ids: list[str] | None = None) -> list[Decision]:
     """A recall returned these memories (`memory.recalled`; `archived_ids`: those it found archived).
@@ -311,14 +298,13 @@ def recalled(state: UserState, memory_ids: list[str], at: float,
     the ledger as if re-stated now (stage 0, decaying from their base importance again from `at`,
     idle clock reset), one `memory.revived` each, returned in the order given. An archived memory
     the ledger no longer knows (dropped past the archive cap, or archived before archives were kept)
-    stays archived — still recallable, just not revived. Unknown ids change nothing."""
+    stays archived — still recallable, just not revived. Unknown ids change nothing. A refresh
+    alone returns no decision but marks the ledger dirty: the caller saves when it is."""
     state.clock = max(state.clock, at)
     out: list[Decision] = []
-    refreshed = False
     for mid in dict.fromkeys(list(memory_ids) + list(archived_ids or [])):
         e = state.ledger.edit(mid)
         if e is not None:
-            refreshed = True
             e.recalls += 1
             e.last_access = max(e.last_access, at)
             if e.stage == 1:
@@ -335,7 +321,7 @@ def recalled(state: UserState, memory_ids: list[str], at: float,
         out.append(Decision(f"revived:{mid}", MemoryRevived(
             memory_id=mid, importance=importance, previous=old.importance,
             archived_days=round(max(0.0, (at - archived_at) / DAY), 4), reason="recalled")))
-    return Revivals(out, refreshed)
+    return out
 
 
 def forget(state: UserState, memory_id: str) -> bool:
