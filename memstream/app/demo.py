@@ -16,10 +16,12 @@ CONVERSATION = (
     ("user", "你好！我叫张三，我住在北京。"),
     ("assistant", "你好张三！有什么可以帮你？"),
     ("user", "我喜欢喝咖啡，我不喜欢香菜。"),
+    ("user", "I'm a nurse and I work night shifts. Last week I adopted a cat named Miso."),
     ("user", "By the way, I like hiking and I live in Shanghai now."),
     ("assistant", "Noted — hiking, and Shanghai."),
 )
-EXPECTED_PREFS = 5  # name, likes:喝咖啡, likes:香菜, likes:hiking, location (北京 → Shanghai: version 2)
+EXPECTED_PREFS = 6  # name, likes:喝咖啡, likes:香菜, occupation, likes:hiking, location (北京 → Shanghai: version 2)
+QUESTIONS = ("Where does the user live now?", "What pet does the user have?")
 
 
 def run_demo(settings: Settings, timeout: float = 120.0) -> None:
@@ -36,7 +38,8 @@ def run_demo(settings: Settings, timeout: float = 120.0) -> None:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             prefs = preferences(settings, user)
-            if len(prefs) >= EXPECTED_PREFS and any(p["version"] > 1 for p in prefs):
+            if (len(prefs) >= EXPECTED_PREFS and any(p["version"] > 1 for p in prefs)
+                    and any("Miso" in m["content"] for m in memories(settings, user))):
                 break
             dead = [n for n, p in procs.items() if p.poll() is not None]
             if dead:
@@ -54,10 +57,10 @@ def run_demo(settings: Settings, timeout: float = 120.0) -> None:
             print(f"  [{m['category']:<10}] {m['content']}  (importance {m['importance']:.2f}){status}")
         models = ReadModels(settings, pool_size=2)
         try:
-            question = "Where does the user live now?"
-            print(f"recall: {question!r}")
-            for h in recall(models, RecallRequest(user, question, k=3)):
-                print(f"  {h.score:.3f}  {h.content}   why: {h.why}")
+            for question in QUESTIONS:
+                print(f"recall: {question!r}")
+                for h in recall(models, RecallRequest(user, question, k=3)):
+                    print(f"  {h.score:.3f}  {h.content}   why: {h.why}")
         finally:
             models.close()
         print(f"\nTry: memstream prefs --user {user} --json   |   memstream memories --user {user} --json")
