@@ -52,11 +52,11 @@ from pathlib import Path as _Path
 FAULT_STACK_ENV = {
     "MEMSTREAM_STACK_DIR": _os.environ.get("MEMSTREAM_FAULT_STACK_DIR",
                                            str(_Path(_tempfile.gettempdir()) / "memstream-faultstack")),
-    "MEMSTREAM_KAFKA_PORT": _os.environ.get("MEMSTREAM_FAULT_KAFKA_PORT", "39092"),
-    "MEMSTREAM_KAFKA_CONTROLLER_PORT": _os.environ.get("MEMSTREAM_FAULT_KAFKA_CONTROLLER_PORT", "39093"),
-    "MEMSTREAM_PG_PORT": _os.environ.get("MEMSTREAM_FAULT_PG_PORT", "45432"),
-    "MEMSTREAM_NEO4J_BOLT_PORT": _os.environ.get("MEMSTREAM_FAULT_NEO4J_BOLT_PORT", "37687"),
-    "MEMSTREAM_API_PORT": _os.environ.get("MEMSTREAM_FAULT_API_PORT", "38080"),
+    "MEMSTREAM_KAFKA_PORT": _os.environ.get("MEMSTREAM_FAULT_KAFKA_PORT", "31092"),
+    "MEMSTREAM_KAFKA_CONTROLLER_PORT": _os.environ.get("MEMSTREAM_FAULT_KAFKA_CONTROLLER_PORT", "31093"),
+    "MEMSTREAM_PG_PORT": _os.environ.get("MEMSTREAM_FAULT_PG_PORT", "31432"),
+    "MEMSTREAM_NEO4J_BOLT_PORT": _os.environ.get("MEMSTREAM_FAULT_NEO4J_BOLT_PORT", "31687"),
+    "MEMSTREAM_API_PORT": _os.environ.get("MEMSTREAM_FAULT_API_PORT", "31080"),
 }
 _FAULT_STACK_STARTED: list = []
 
