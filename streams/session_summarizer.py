@@ -29,7 +29,7 @@ import orjson
 from memstream import watermarks
 from memstream.config import Settings
 from memstream.domain.sessions import (EPISODE_IMPORTANCE, SessionState, add_turn, as_text, episode_content,
-                                      extractive_summary, fold, idle_sessions, tell, untold)
+                                      extractive_summary, fold, idle_sessions, last_time, tell, untold)
 from memstream.embedding import Embedder
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
@@ -76,14 +76,15 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
         sealed = seal_blob(keys, user, f"session:{user}:{session}", orjson.dumps(state.to_dict()))
         table[f"{user}\x00{session}".encode()] = orjson.dumps(sealed)
 
-    def load_open(user: str) -> dict[str, float]:
-        """The user's open sessions and the event time of each one's last message (session ids
-        are never empty, so `user\x00` is free for this)."""
+    def load_open(user: str) -> list[str]:
+        """The user's open sessions (session ids are never empty, so `user\x00` is free for this).
+        Only their names: each one's last message time is in its own state, so the index is
+        rewritten when a session opens or closes, not on every turn."""
         blob = table.get(f"{user}\x00".encode())
         opened = None if blob is None else open_blob(keys, user, f"sessions:{user}", orjson.loads(blob))
-        return {} if opened is None else orjson.loads(opened)
+        return [] if opened is None else list(orjson.loads(opened))
 
-    def save_open(user: str, sessions: dict[str, float]) -> None:
+    def save_open(user: str, sessions: list[str]) -> None:
         sealed = seal_blob(keys, user, f"sessions:{user}", orjson.dumps(sessions))
         table[f"{user}\x00".encode()] = orjson.dumps(sealed)
 
@@ -143,12 +144,15 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
             return
         told: list[tuple[str, SessionState, list[list]]] = []
         # 1. sessions of this user that went idle before this turn: an episode each
-        open_sessions = load_open(user) if embedder is not None else {}
-        for other in idle_sessions(open_sessions, session, at, idle_s):
-            other_state = load(user, other)
+        open_sessions = load_open(user) if embedder is not None else []
+        others = {other: load(user, other) for other in open_sessions if other != session}
+        last = {other: last_time(st) for other, st in others.items() if st is not None}
+        closed = idle_sessions(last, session, at, idle_s) + [o for o, st in others.items() if st is None]
+        for other in closed:
+            other_state = others[other]
             if other_state is not None and (rest := untold(other_state, other_state.buf)):
                 told.append((other, other_state, rest))
-            open_sessions.pop(other)
+        index = [s for s in open_sessions if s not in closed] + ([] if session in open_sessions else [session])
         older = add_turn(state, turn.id, at, turn.data.role, turn.data.content,
                          window, settings.session_summary_chunk)
         if older is not None:
@@ -172,9 +176,8 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
         for other, other_state, _ in told:
             if other != session:
                 save(user, other, other_state)
-        if embedder is not None:
-            open_sessions[session] = max(open_sessions.get(session, 0.0), at)
-            save_open(user, open_sessions)
+        if embedder is not None and index != open_sessions:
+            save_open(user, index)
         save(user, session, state)
 
     return SessionSummarizer(table)

@@ -135,26 +135,3 @@ def end_offsets(settings, topics: list[str]) -> int:
         return total
     finally:
         c.close()
-
-
-def read_topic(settings, topic: str, timeout: float = 5.0) -> list:
-    """Every record of a namespace topic (logical name), read from the beginning."""
-    import uuid as _uuid
-
-    from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"memstream-read-{_uuid.uuid4().hex}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True})
-    c.subscribe([settings.topic(topic)])
-    out, eof, deadline = [], set(), time.monotonic() + timeout
-    try:
-        while len(eof) < settings.partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                eof.add(m.partition())
-                continue
-            out.append(m)
-        return out
-    finally:
-        c.close()

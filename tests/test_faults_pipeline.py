@@ -33,8 +33,9 @@ from projections.runner import ProjectorRunner
 from schemas.codec import encode, make_envelope
 from schemas.events import TurnRecorded
 from streams.extraction_core import offline_drafts
+from tests.kafka_helpers import dead_letters, read_all
 from tests.helpers import (assert_same_projections, fault_env, fault_service, fault_stack_settings, fault_stack_up,
-                           read_topic, restart_service, stored_total, wait_for)
+                           restart_service, stored_total, wait_for)
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
 
@@ -117,12 +118,12 @@ def _facts_and_decisions(settings):
         return env if isinstance(env, dict) and "id" in env else None
 
     facts, fact_records = set(), 0
-    for m in read_topic(settings, "facts"):
+    for m in read_all(settings, settings.topic("facts")):
         if (env := envelope(m)) is not None:
             fact_records += 1
             facts.add(env["id"])
     decided, ids, records = set(), set(), 0
-    for m in read_topic(settings, "memory"):
+    for m in read_all(settings, settings.topic("memory")):
         if (env := envelope(m)) is not None:
             records += 1
             ids.add(env["id"])
@@ -254,7 +255,7 @@ def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_b
         recover = time.monotonic() - t0
         restarts = dict(pipe.sup.restarts)
     assert not any(restarts.values()), restarts
-    dls = [orjson.loads(m.value()) for m in read_topic(s, "deadletter")]
+    dls = dead_letters(s)
     by_consumer: dict[str, int] = {}
     for d in dls:
         by_consumer[d["consumer"]] = by_consumer.get(d["consumer"], 0) + 1

@@ -25,8 +25,9 @@ from projections import pg
 from projections.registry import PROJECTORS, build_projector
 from projections.runner import Item, ProjectorRunner
 from schemas.codec import encode
+from tests.kafka_helpers import dead_letters
 from tests.helpers import (assert_same_projections, end_offsets, fault_env, fault_service, fault_stack_settings,
-                           fault_stack_up, read_topic, restart_service, stored_total, wait_for)
+                           fault_stack_up, restart_service, stored_total, wait_for)
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
 
@@ -143,7 +144,7 @@ def test_poison_records_go_to_dead_letters_and_the_rest_is_applied(fault_base):
     for name in PROJECTORS:
         assert stored_total(live, name) == total, f"{name} did not advance past the poison"
 
-    dls = [orjson.loads(m.value()) for m in read_topic(live, "deadletter")]
+    dls = dead_letters(live)
     assert len(dls) == n_poison * len(PROJECTORS)
     assert {d["consumer"] for d in dls} == {f"projector.{n}" for n in PROJECTORS}
     big = [d for d in dls if d["size"] > DEAD_LETTER_RAW_LIMIT]

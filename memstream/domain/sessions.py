@@ -128,6 +128,11 @@ def episode_content(day: str, messages: list[list], max_chars: int) -> str | Non
     return text if len(text) <= max_chars else text[:max_chars - 1] + "…"
 
 
+def last_time(state: SessionState) -> float:
+    """Event time of the session's newest message (the buffer keeps at least the window)."""
+    return max((m[0] for m in state.buf), default=state.through)
+
+
 def idle_sessions(open_sessions: dict[str, float], current: str, at: float, idle_s: float) -> list[str]:
     """The user's other open sessions whose last message is more than `idle_s` before `at`."""
     return sorted(s for s, last in open_sessions.items() if s != current and at - last > idle_s)

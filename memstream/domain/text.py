@@ -159,6 +159,20 @@ _REL_EN_GATE = ("yesterday", "today", "tonight", "tomorrow", "last", "next", "th
 _REL_ZH_GATE = "天晚早周星拜月年"
 
 
+_ZH_UNIT = {"天": "day", "周": "week", "星期": "week", "月": "month"}
+
+
+def _ago(today: date, n: int, unit: str):
+    """'n days/weeks/months/years ago' (any other unit counts as years), resolved like the rest."""
+    if unit == "day":
+        return _resolve("day", today - timedelta(days=n))
+    if unit == "week":
+        return _resolve("week", today - timedelta(days=7 * n))
+    if unit == "month":
+        return _resolve("month", _month_shift(today, -n))
+    return _resolve("year", date(today.year - n, 1, 1))
+
+
 def _month_shift(d: date, months: int) -> date:
     m = d.year * 12 + d.month - 1 + months
     return date(m // 12, m % 12 + 1, 1)
@@ -249,15 +263,7 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
                 res = _resolve("day", day)
         elif g["n"]:
             n = int(g["n"]) if g["n"].isdigit() else _EN_NUM[g["n"]]
-            u = g["nunit"]
-            if u == "day":
-                res = _resolve("day", today - timedelta(days=n))
-            elif u == "week":
-                res = _resolve("week", today - timedelta(days=7 * n))
-            elif u == "month":
-                res = _resolve("month", _month_shift(today, -n))
-            else:
-                res = _resolve("year", date(today.year - n, 1, 1))
+            res = _ago(today, n, g["nunit"])
         if res is not None:
             out.append(RelativeDate(m.start(), m.end(), *res))
     for m in (_REL_ZH.finditer(text) if zh else ()):
@@ -287,15 +293,7 @@ def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
         elif g["zn"]:
             n = int(g["zn"]) if g["zn"].isdigit() else _ZH_NUM[g["zn"]]
             if n:
-                u = g["znunit"]
-                if u == "天":
-                    res = _resolve("day", today - timedelta(days=n))
-                elif u in ("周", "星期"):
-                    res = _resolve("week", today - timedelta(days=7 * n))
-                elif u == "月":
-                    res = _resolve("month", _month_shift(today, -n))
-                else:
-                    res = _resolve("year", date(today.year - n, 1, 1))
+                res = _ago(today, n, _ZH_UNIT.get(g["znunit"], "year"))
         if res is not None:
             out.append(RelativeDate(m.start(), m.end(), *res))
     return out
