@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.bus import EventProducer, check_record_key, dead_letter_key, dead_letter_record
 from memstream import watermarks
 from memstream.config import Settings
@@ -157,6 +158,9 @@ class ProjectorRunner:
             "heartbeat.interval.ms": 3000,
         })
         self._dlq: EventProducer | None = None
+        # What was in flight when an earlier process died (crash loops: memstream/crash_ledger.py)
+        self.ledger = CrashLedger(ledger_path(settings, f"projector.{projector.name}{group_suffix}"),
+                                  settings.crash_loop_limit).load()
         self._set_health("starting")
 
     # -- health ----------------------------------------------------------------------------------
@@ -245,7 +249,9 @@ class ProjectorRunner:
                     continue
                 idle_since = time.monotonic()
                 try:
-                    self._handle(msgs)
+                    # one unit, or one per record where an earlier process died with them in flight
+                    for unit in self.ledger.units(msgs, _position):
+                        self._handle(unit)
                 except StalePosition as exc:
                     self.stale_batches += 1
                     log.warning("%s: batch dropped, position moved under it (%s); re-seeking", self.projector.name, exc)
@@ -270,7 +276,7 @@ class ProjectorRunner:
             self._close()
 
     def _close(self) -> None:
-        for closer in (self._consumer.close, (self._dlq.close if self._dlq is not None else None), self.projector.close):
+        for closer in (self.ledger.close, self._consumer.close, (self._dlq.close if self._dlq is not None else None), self.projector.close):
             if closer is None:
                 continue
             try:
@@ -319,6 +325,15 @@ class ProjectorRunner:
                 positions[key] = mark[2]
                 recs.append(_Rec(m, tp, None, {key: mark[2]}))
                 continue
+            if len(msgs) == 1 and self.ledger.should_skip(_position(m)):
+                # This record was in flight at the last crash_loop_limit deaths of this projector.
+                crashes = self.ledger.crashes(_position(m))
+                log.error("%s: %s:%s:%s was in flight at the last %d crashes; dead-lettering it",
+                          self.projector.name, *_position(m), crashes)
+                dead.append((m, f"projector {self.projector.name} crashed {crashes} times with this record in flight"))
+                recs.append(_Rec(m, tp, None, {}))
+                self.ledger.forget(_position(m))
+                continue
             try:
                 env = decode(m.value(), self.keys)
                 check_record_key(m.key(), env.user)
@@ -331,6 +346,8 @@ class ProjectorRunner:
             recs.append(_Rec(m, tp, Item(m.topic(), m.partition(), m.offset(), env), {}))
         if not positions:
             return
+        # 0. mark the batch in flight: if it kills the process, the next one takes it apart
+        self.ledger.begin([_position(r.msg) for r in recs])
         # 1. dead letters first, delivered: a crash before step 2 re-sends them (at-least-once,
         #    identifiable by source position) rather than losing them.
         if dead:
@@ -345,8 +362,10 @@ class ProjectorRunner:
             # The store refused some record as data: find it (bisect), dead-letter it, apply the rest.
             log.warning("%s: batch of %d refused (%s); isolating the record", self.projector.name, len(recs), _short(exc))
             self._apply_isolating(recs)
+            self.ledger.done()
             return
         self._committed(positions, len(items))
+        self.ledger.done()
 
     def _expected(self, positions: dict[TopicPart, int]) -> dict[TopicPart, int | None]:
         return {tp: self._next.get(tp) for tp in positions if not tp[0].startswith(watermarks.PREFIX)}
@@ -420,6 +439,10 @@ class ProjectorRunner:
             self.dead_lettered += 1
         if len(self._dead_sent) > 100_000:
             self._dead_sent.clear()
+
+
+def _position(m) -> tuple[str, int, int]:
+    return m.topic() or "", m.partition() if m.partition() is not None else -1, m.offset() if m.offset() is not None else -1
 
 
 def _short(exc: BaseException) -> str:

@@ -29,6 +29,7 @@ import sys
 import faust
 
 from memstream import resilience
+from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.bus import check_record_key, dead_letter_key, dead_letter_record
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
@@ -88,6 +89,10 @@ class DeadLetters:
         self.count += 1
 
 
+class CrashLooped(InvalidEvent):
+    """A record that every process that took it died on: poison by its effect, not its bytes."""
+
+
 def fatal(component: str, exc: BaseException) -> None:
     """An unexpected error: log it and leave now, before faust acks anything in flight."""
     log.critical("%s: fatal %s: %s; exiting for the supervisor to restart from committed offsets",
@@ -101,14 +106,50 @@ def fatal(component: str, exc: BaseException) -> None:
     os._exit(70)
 
 
-class Guard:
-    """Runs one unit of an agent's work (a record, or a batch) under the failure semantics above."""
+def position(event) -> tuple[str, int, int]:
+    msg = event.message
+    return msg.topic, msg.partition, msg.offset
 
-    def __init__(self, component: str, dead: DeadLetters | None = None):
+
+class Guard:
+    """Runs one unit of an agent's work (a record, or a batch) under the failure semantics above.
+
+    With a crash ledger (memstream/crash_ledger.py), `units` marks each unit in flight and takes a
+    batch apart where the last process died; `crash_looped` dead-letters a record that has killed
+    the worker `crash_loop_limit` times, so its partition moves on.
+    """
+
+    def __init__(self, component: str, dead: DeadLetters | None = None, settings: Settings | None = None):
         self.component = component
         self.dead = dead
         self.retries = 0
         self.waiting = False
+        self.ledger = (CrashLedger(ledger_path(settings, component), settings.crash_loop_limit).load()
+                       if settings is not None else None)
+
+    def units(self, events: list) -> list[list]:
+        return self.ledger.units(events, position) if self.ledger is not None else [events]
+
+    async def begin(self, unit: list) -> bool:
+        """Mark `unit` in flight; False (after dead-lettering it) for a record that keeps killing us."""
+        if self.ledger is None:
+            return True
+        if len(unit) == 1 and self.ledger.should_skip(position(unit[0])):
+            event = unit[0]
+            crashes = self.ledger.crashes(position(event))
+            log.error("%s: %s:%s:%s was in flight at the last %d crashes; dead-lettering it", self.component,
+                      *position(event), crashes)
+            if self.dead is not None:
+                await self.run(lambda: self.dead.send(event, CrashLooped(
+                    f"{self.component} crashed {crashes} times with this record in flight")))
+            self.ledger.forget(position(event))
+            return False
+        self.ledger.begin([position(e) for e in unit])
+        return True
+
+    def done(self) -> None:
+        if self.ledger is not None:
+            self.ledger.done()
 
     def _health(self, state: str, **info) -> None:
         if resilience.CURRENT is not None:

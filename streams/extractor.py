@@ -19,7 +19,7 @@ from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
-from streams.app import DeadLetters, Guard, make_app, raw_topic, user_turns
+from streams.app import DeadLetters, Guard, fatal, make_app, raw_topic, user_turns
 from streams.extraction_core import RuleExtractor
 
 log = logging.getLogger("memstream.extractor")
@@ -33,28 +33,44 @@ def build(settings: Settings, embedder: Embedder):
     facts = raw_topic(app, settings.topic("facts"))
     dead = DeadLetters(app, settings, "extractor", keys)
     core = RuleExtractor(embedder)
-    guard = Guard("extractor", dead)
+    guard = Guard("extractor", dead, settings)
+
+    async def extract_unit(batch) -> None:
+        # 1. decode; bad records go to the dead-letter topic and the batch goes on
+        work = await user_turns(batch, keys, dead, guard)
+        # 2. extract and embed, off the event loop (once: retries below re-send, not re-embed)
+        found: list = []
+
+        async def run_step() -> None:
+            found[:] = await asyncio.get_running_loop().run_in_executor(None, core.facts_for, work)
+        if work:
+            await guard.run(run_step)
+        ends: dict[int, int] = {}
+        for event in batch:
+            ends[event.message.partition] = max(ends.get(event.message.partition, 0), event.message.offset + 1)
+
+        async def publish() -> None:
+            # 3. facts in turn order (key = user keeps one user's facts ordered), then
+            # 4. watermarks: everything from these turns is now in the facts topic;
+            # 5. delivered before the batch is acked (flush before commit)
+            sent = [await facts.send(key=fact.user.encode(), value=encode(fact, keys)) for fact in found]
+            for partition, next_offset in ends.items():
+                sent.append(await facts.send(value=b"", partition=partition,
+                                             headers=watermarks.header(turns_name, partition, next_offset)))
+            await asyncio.gather(*sent)
+        await guard.run(publish)
 
     @app.agent(turns)
     async def extract(stream):
         async for batch in stream.take_events(64, within=0.005):
-            # 1. decode; bad records go to the dead-letter topic and the batch goes on
-            work = await user_turns(batch, keys, dead, guard)
-            # 2. extract and embed, off the event loop (once: retries below re-send, not re-embed)
-            found = (await asyncio.get_running_loop().run_in_executor(None, core.facts_for, work)) if work else []
-            ends: dict[int, int] = {}
-            for event in batch:
-                ends[event.message.partition] = max(ends.get(event.message.partition, 0), event.message.offset + 1)
-
-            async def publish() -> None:
-                # 3. facts in turn order (key = user keeps one user's facts ordered), then
-                # 4. watermarks: everything from these turns is now in the facts topic;
-                # 5. delivered before the batch is acked (flush before commit)
-                sent = [await facts.send(key=fact.user.encode(), value=encode(fact, keys)) for fact in found]
-                for partition, next_offset in ends.items():
-                    sent.append(await facts.send(value=b"", partition=partition,
-                                                 headers=watermarks.header(turns_name, partition, next_offset)))
-                await asyncio.gather(*sent)
-            await guard.run(publish)
+            # The batch is one unit, or one per record where the last process died (crash ledger).
+            for unit in guard.units(batch):
+                if not await guard.begin(unit):
+                    continue
+                try:
+                    await extract_unit(unit)
+                except Exception as exc:  # noqa: BLE001 - a bug: exit before take_events acks the batch
+                    fatal("extractor", exc)
+                guard.done()
 
     return app

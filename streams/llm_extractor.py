@@ -27,7 +27,7 @@ from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
-from streams.app import DeadLetters, Guard, make_app, raw_topic, user_turns
+from streams.app import DeadLetters, Guard, fatal, make_app, raw_topic, user_turns
 from streams.extraction_core import LlmExtractor
 from streams.llm_channel import LlmClient
 
@@ -44,22 +44,32 @@ def build(settings: Settings, embedder: Embedder, llm: LlmClient | None = None):
     facts = raw_topic(app, settings.topic("facts"))
     dead = DeadLetters(app, settings, APP_NAME, keys)
     batch_size = max(16, 4 * settings.llm_concurrency)
-    guard = Guard(APP_NAME, dead)
+    guard = Guard(APP_NAME, dead, settings)
+
+    async def extract_unit(batch) -> None:
+        # 1. decode; bad records go to the dead-letter topic and the batch goes on
+        work = await user_turns(batch, keys, dead, guard)
+        # 2. the LLM's facts for the batch, classified and embedded (once: a retry re-sends)
+        found = await core.facts_for(work) if work else []
+
+        async def publish() -> None:
+            # 3. publish in turn order (key = user keeps one user's facts ordered), delivered
+            #    before the batch is acked
+            await asyncio.gather(*[await facts.send(key=fact.user.encode(), value=encode(fact, keys))
+                                   for fact in found])
+        await guard.run(publish)
 
     @app.agent(turns)
     async def extract(stream):
         async for batch in stream.take_events(batch_size, within=0.05):
-            # 1. decode; bad records go to the dead-letter topic and the batch goes on
-            work = await user_turns(batch, keys, dead, guard)
-            # 2. the LLM's facts for the batch, classified and embedded (once: a retry re-sends)
-            found = await core.facts_for(work) if work else []
-
-            async def publish() -> None:
-                # 3. publish in turn order (key = user keeps one user's facts ordered), delivered
-                #    before the batch is acked
-                await asyncio.gather(*[await facts.send(key=fact.user.encode(), value=encode(fact, keys))
-                                       for fact in found])
-            await guard.run(publish)
+            for unit in guard.units(batch):   # one per record where the last process died
+                if not await guard.begin(unit):
+                    continue
+                try:
+                    await extract_unit(unit)
+                except Exception as exc:  # noqa: BLE001 - a bug: exit before take_events acks the batch
+                    fatal(APP_NAME, exc)
+                guard.done()
 
     @app.timer(60.0)
     async def report():

@@ -27,7 +27,7 @@ from memstream.domain.memory_state import Rules
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
-from streams.app import DeadLetters, Guard, decode_keyed, make_app, raw_topic
+from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic
 from streams.memory_core import MemoryCore, SealedStates
 from streams.session_summarizer import attach_session_summarizer
 
@@ -55,23 +55,35 @@ def build(settings: Settings, embedder: Embedder | None = None):
         for out in outgoing:   # the core saves its state only after the last one was sent
             await memory.send(key=out.key.encode(), value=encode(out.envelope, keys), partition=out.partition)
 
-    guard = Guard("memory", dead)
+    guard = Guard("memory", dead, settings)
+
+    async def handle(event) -> None:
+        msg = event.message
+        mark = watermarks.parse(msg.headers)
+        if mark is not None:
+            # A source watermark: pass it on, in order, after this partition's decisions.
+            if msg.topic == facts_topic:
+                await guard.run(lambda: memory.send(value=b"", partition=msg.partition, headers=watermarks.header(*mark)))
+            return
+        if msg.topic == memory_topic:
+            # Our own output comes back here; erasure, forgetting, recalls and ticks concern us.
+            # (Unreadable memory-topic records are the projectors' to dead-letter.)
+            await guard.run(lambda: send_all(core.on_memory_record(msg.key, msg.value, msg.partition)))
+            return
+        await guard.run(lambda: send_all(core.on_fact(decode_keyed(msg, keys))), event)
 
     @app.agent(inputs)
     async def process(stream):
         async for event in stream.events():
-            msg = event.message
-            mark = watermarks.parse(msg.headers)
-            if mark is not None:
-                # A source watermark: pass it on, in order, after this partition's decisions.
-                if msg.topic == facts_topic:
-                    await guard.run(lambda: memory.send(value=b"", partition=msg.partition, headers=watermarks.header(*mark)))
+            # 1. mark the record in flight (a record that keeps killing us is dead-lettered instead)
+            if not await guard.begin([event]):
                 continue
-            if msg.topic == memory_topic:
-                # Our own output comes back here; erasure, forgetting, recalls and ticks concern us.
-                # (Unreadable memory-topic records are the projectors' to dead-letter.)
-                await guard.run(lambda: send_all(core.on_memory_record(msg.key, msg.value, msg.partition)))
-                continue
-            await guard.run(lambda: send_all(core.on_fact(decode_keyed(msg, keys))), event)
+            # 2. decide and send; an error the guard does not classify exits before faust acks
+            try:
+                await handle(event)
+            except Exception as exc:  # noqa: BLE001 - a bug: leave for the supervisor
+                fatal("memory", exc)
+            # 3. the record is done: its decisions are sent and its state saved
+            guard.done()
 
     return app

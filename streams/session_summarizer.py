@@ -35,7 +35,7 @@ from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, encode, make_envelope, open_blob, seal_blob
 from schemas.events import FactExtracted, SessionSummarized
-from streams.app import Guard, decode_keyed, raw_topic
+from streams.app import DeadLetters, Guard, decode_keyed, fatal, raw_topic
 from streams.llm_channel import LlmClient
 
 log = logging.getLogger("memstream.sessions")
@@ -119,14 +119,20 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
                 return answer, "llm", llm.model
         return extractive_summary(previous, older, settings.session_summary_chars), "rule", None
 
-    guard = Guard("session-summarizer")
+    guard = Guard("session-summarizer", DeadLetters(app, settings, "session-summarizer", keys), settings)
 
     @app.agent(turns)
     async def summarize_sessions(stream):
         async for event in stream.events():
+            if not await guard.begin([event]):   # a turn that keeps killing us is dead-lettered
+                continue
             # A key store or broker that does not answer is waited for, in place (the state is
             # saved last, so a retry starts over from the same state); anything else exits.
-            await guard.run(lambda: handle(event))
+            try:
+                await guard.run(lambda: handle(event))
+            except Exception as exc:  # noqa: BLE001 - a bug: leave for the supervisor
+                fatal("session-summarizer", exc)
+            guard.done()
 
     async def handle(event) -> None:
         msg = event.message

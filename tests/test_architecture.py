@@ -35,6 +35,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "memstream.http_client": (2, "core"),
     "memstream.stack": (2, "core"),
     "memstream.resilience": (2, "core"),
+    "memstream.crash_ledger": (2, "core"),
     "streams": (3, "streams"),
     "projections": (3, "projections"),
     "query": (4, "query"),

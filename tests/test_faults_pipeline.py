@@ -269,3 +269,46 @@ def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_b
     print(f"\nFAULT poison turns+facts (4 kinds each): lost=0 duplicated=0 recover_s={recover:.1f} "
           f"dead_letters={by_consumer} restarts={restarts}")
     keys.close()
+
+
+def test_a_record_that_kills_its_worker_every_time_is_dead_lettered_after_the_limit(fault_base):
+    """A turn on which the extractor process dies hard (tests/inject/sitecustomize.py: os._exit in
+    the middle of extraction, no Python error handling) restarts it crash_loop_limit times, then is
+    dead-lettered with its position; every other turn, before and after it, becomes facts."""
+    from pathlib import Path
+    s = fault_base.model_copy(update={"namespace": f"{BASE}_fcl{uuid.uuid4().hex[:4]}"})
+    ensure_topics(s)
+    pg.ensure_schema(s)
+    keys = KeyStore(s)
+    marker = f"crash-{uuid.uuid4().hex[:6]}"
+    turns = _turns(40, f"cl{uuid.uuid4().hex[:4]}")
+    bad = make_envelope(TurnRecorded(session="s0", role="user", content=f"I like {marker}"), user=turns[0].user,
+                        time=turns[20].time + timedelta(seconds=1))
+    turns.insert(21, bad)
+    expected = _expected_facts([t for t in turns if t is not bad])
+    inject_dir = str(Path(__file__).parent / "inject")
+    env = {"MEMSTREAM_TEST_CRASH_ON": marker,
+           "PYTHONPATH": os.pathsep.join(filter(None, [inject_dir, os.environ.get("PYTHONPATH")]))}
+    t0 = time.monotonic()
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)   # fault_env() copies os.environ into the workers' environment
+    try:
+        with Pipeline(s) as pipe:
+            _publish(s, keys, turns, per_s=50).join()
+            wait_for(lambda: _settled(s, expected), timeout=240, interval=0.5, what="every other turn decided")
+            recover = time.monotonic() - t0
+            wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=60,
+                     what="extractor lag 0 (the crashing turn committed past)")
+            restarts = dict(pipe.sup.restarts)
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    dls = [d for d in dead_letters(s) if d["consumer"] == "extractor"]
+    assert len(dls) == 1 and "crashed" in dls[0]["reason"], dls
+    assert dls[0]["source"]["topic"] == s.topic("turns")
+    assert restarts["extractor"] == s.crash_loop_limit, restarts
+    assert restarts["memory"] == 0 and restarts["projectors"] == 0, restarts
+    facts, *_ = _facts_and_decisions(s)
+    print(f"\nFAULT crash-looping turn (extractor dies hard on it): lost=0 duplicated=0 recover_s={recover:.1f} "
+          f"restarts={restarts} dead_letter={dls[0]['reason']!r}")
+    keys.close()

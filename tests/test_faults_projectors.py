@@ -337,3 +337,57 @@ def test_a_fatal_error_stops_every_projector_and_the_worker_exits_non_zero(fault
     assert isinstance(broken.error, RuntimeError) and healthy.error is None
     assert time.monotonic() - t0 < 30
     keys.close()
+
+
+def test_a_record_that_kills_the_projector_every_time_is_dead_lettered_after_the_limit(fault_base):
+    """A projector that raises an unexpected error on one record (a bug the record triggers) fails
+    fatally on every run: the first run loses the batch, the next ones narrow it down to that record
+    alone, and after crash_loop_limit failures the record is dead-lettered and the rest is applied.
+    (Each "process" here is a fresh runner; the crash ledger is the file a restarted process reads.)"""
+    s = _ns(fault_base, "cl")
+    keys = KeyStore(s)
+    events = decided_events(300, s.embed_dim, prefix=f"cl-{uuid.uuid4().hex[:4]}-")
+    bad_id = events[150].id
+    _publish(s, keys, events).join()
+    total = end_offsets(s, ["memory"])
+    base = type(build_projector("task-buffers", s))
+
+    class Buggy(base):
+        def apply(self, items, positions, expected=None):
+            if any(item.event.id == bad_id for item in items):
+                raise RuntimeError("a bug this record triggers")
+            return super().apply(items, positions, expected=expected)
+
+    t0 = time.monotonic()
+    failures = 0
+    for _ in range(s.crash_loop_limit + 2):
+        runner = ProjectorRunner(Buggy(s), s, keys)
+        try:
+            runner.run(idle_exit_after=2.0)
+        except RuntimeError:
+            failures += 1
+            continue
+        break
+    assert failures == s.crash_loop_limit, failures
+    assert runner.error is None and runner.dead_lettered == 1
+    assert stored_total(s, "task-buffers") == total
+    dls = [d for d in dead_letters(s) if d["consumer"] == "projector.task-buffers"]
+    assert len(dls) == 1 and "crashed 3 times" in dls[0]["reason"], dls
+    # everything but that record is applied: the same as a run over the log without it
+    ref = _ns(fault_base, "clr")
+    keys_ref = KeyStore(ref)
+    _publish(ref, keys_ref, [e for e in events if e.id != bad_id]).join()
+    clean = ref.model_copy(update={"namespace": ref.namespace + "_c", "log_namespace_override": ref.namespace})
+    pg.ensure_schema(clean)
+    ProjectorRunner(build_projector("task-buffers", clean), clean, keys_ref).run(idle_exit_after=2.0)
+    a, b = build_projector("task-buffers", s), build_projector("task-buffers", clean)
+    a.setup()
+    b.setup()
+    try:
+        assert a.checksum() == b.checksum()
+    finally:
+        a.close()
+        b.close()
+    _report("record that crashes the projector every time", 0, 0, time.monotonic() - t0, failures=failures)
+    keys.close()
+    keys_ref.close()

@@ -1,0 +1,119 @@
+"""Crash loops: a record that kills its worker every time it is processed is dead-lettered after N tries.
+
+A fatal error exits the worker and the supervisor restarts it from its committed positions, which
+is right for a bug that a restart (or a fix) cures. A record that deterministically kills the
+process (an unexpected exception on its content, a crash in a C extension, an out-of-memory kill)
+would instead restart the worker forever and stall its partition. So every consumer marks what it
+is about to process in a small file before processing it and clears the mark once that unit is
+committed:
+
+1. `load()` at start: a mark left behind means the previous process died with that unit in flight.
+2. A batch that overlaps such a suspect span is taken apart and processed one record at a time,
+   so a crash can be pinned to a single record (the batch's good records are not sacrificed).
+3. A single record's attempt count is 1 + the crashes it was in flight for: the batch-level crash
+   counts once, every crash with it alone in flight once more.
+4. When a record's count of past crashes reaches `limit`, `should_skip` says so: the consumer
+   dead-letters it (reason: crashed the worker N times) and its position moves on.
+
+Kill -9 from an operator also leaves a mark, which only costs the next run a few one-by-one
+records: a record is skipped only after `limit` crashes, the last `limit - 1` of them with that
+record alone in flight. The mark is a fixed-size pwrite into an open file, no fsync: it must
+survive the process (it does, in the page cache), not the machine.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+Position = tuple[str, int, int]          # topic, partition, offset
+SLOT = 4096                              # fixed-size mark: one pwrite, never a partial old tail
+
+
+def ledger_path(settings, component: str) -> Path:
+    return Path(settings.stack_dir) / "run" / "inflight" / f"{settings.namespace}-{component}.json"
+
+
+class CrashLedger:
+    def __init__(self, path: Path, limit: int = 3):
+        self.path = Path(path)
+        self.limit = max(1, limit)
+        self.suspect: dict[tuple[str, int], tuple[int, int]] = {}   # (topic, partition) → [first, last]
+        self.suspect_attempts = 0
+        self._fd: int | None = None
+        self._marked = False
+
+    # -- start ------------------------------------------------------------------------------------
+
+    def load(self) -> "CrashLedger":
+        try:
+            mark = orjson.loads(self.path.read_bytes().rstrip(b"\0 \n") or b"{}")
+        except (OSError, orjson.JSONDecodeError):
+            mark = {}
+        self.suspect = {(t, int(p)): (int(a), int(b)) for t, p, a, b in mark.get("spans", [])}
+        self.suspect_attempts = int(mark.get("attempts", 0)) if self.suspect else 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        return self
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    # -- questions --------------------------------------------------------------------------------
+
+    def _in_suspect(self, pos: Position) -> bool:
+        span = self.suspect.get((pos[0], pos[1]))
+        return span is not None and span[0] <= pos[2] <= span[1]
+
+    def _single_suspect(self, pos: Position) -> bool:
+        return list(self.suspect.items()) == [((pos[0], pos[1]), (pos[2], pos[2]))]
+
+    def crashes(self, pos: Position) -> int:
+        """How many earlier processes died with this record in flight (as far as the marks tell)."""
+        if self._single_suspect(pos):
+            return self.suspect_attempts
+        return 1 if self._in_suspect(pos) else 0
+
+    def should_skip(self, pos: Position) -> bool:
+        return self.crashes(pos) >= self.limit
+
+    def units(self, records: list, position_of) -> list[list]:
+        """The batch as one unit, or one unit per record where it overlaps the suspect span."""
+        if not self.suspect or not any(self._in_suspect(position_of(r)) for r in records):
+            return [records] if records else []
+        return [[r] for r in records]
+
+    # -- marks ------------------------------------------------------------------------------------
+
+    def begin(self, positions: list[Position]) -> None:
+        """Mark these records as in flight (call before processing them)."""
+        if self._fd is None or not positions:
+            return
+        spans: dict[tuple[str, int], list[int]] = {}
+        for t, p, o in positions:
+            span = spans.setdefault((t, p), [o, o])
+            span[0], span[1] = min(span[0], o), max(span[1], o)
+        attempts = self.crashes(positions[0]) + 1 if len(positions) == 1 else 1
+        self._write({"spans": [[t, p, a, b] for (t, p), (a, b) in spans.items()], "attempts": attempts,
+                     "pid": os.getpid()})
+        self._marked = True
+
+    def done(self) -> None:
+        """The unit is committed (or dead-lettered): nothing of it is in flight any more."""
+        if self._marked:
+            self._write({})
+            self._marked = False
+
+    def forget(self, pos: Position) -> None:
+        """The suspect record was dead-lettered and committed past: stop treating it as suspect."""
+        if self._in_suspect(pos) and self._single_suspect(pos):
+            self.suspect, self.suspect_attempts = {}, 0
+
+    def _write(self, mark: dict) -> None:
+        data = orjson.dumps(mark)
+        if len(data) >= SLOT:   # a batch over very many partitions: keep the count, coarsen the spans
+            data = orjson.dumps({k: v for k, v in mark.items() if k != "spans"} | {"spans": mark["spans"][:64]})
+        os.pwrite(self._fd, data.ljust(SLOT, b" "), 0)
