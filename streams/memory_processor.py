@@ -27,7 +27,7 @@ from memstream.domain.memory_state import Rules
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
-from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic
+from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, state_table
 from streams.memory_core import MemoryCore, SealedStates
 from streams.session_summarizer import attach_session_summarizer
 
@@ -45,8 +45,8 @@ def build(settings: Settings, embedder: Embedder | None = None):
     memory = raw_topic(app, memory_topic)
     dead = DeadLetters(app, settings, "memory-processor", keys)
     # Keys and values are raw bytes (the app's serializers): the values are sealed.
-    states = app.Table("user-state", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
-    ledgers = app.Table("user-ledger", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+    states = state_table(app, settings, "user-state")
+    ledgers = state_table(app, settings, "user-ledger")
     sessions = attach_session_summarizer(app, settings, keys, memory, embedder)
     core = MemoryCore(settings, Rules.from_settings(settings), keys, states, ledgers, SealedStates(keys),
                       on_user_erased=sessions.drop_user)

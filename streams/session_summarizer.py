@@ -35,7 +35,7 @@ from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, encode, make_envelope, open_blob, seal_blob
 from schemas.events import FactExtracted, SessionSummarized
-from streams.app import DeadLetters, Guard, decode_keyed, fatal, raw_topic
+from streams.app import DeadLetters, Guard, decode_keyed, fatal, raw_topic, state_table
 from streams.llm_channel import LlmClient
 
 log = logging.getLogger("memstream.sessions")
@@ -59,7 +59,7 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
     turns = raw_topic(app, settings.topic("turns"))
     facts_out = raw_topic(app, settings.topic("facts"))
     idle_s = settings.session_idle_minutes * 60.0
-    table = app.Table("session-state", default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes)
+    table = state_table(app, settings, "session-state")
     window = 2 * settings.short_term_turns
     llm = None
     if settings.llm_base_url:

@@ -59,8 +59,11 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         _run_faust(build_llm(settings, make_embedder(settings)))
     elif name == "memory":
         from memstream.embedding import make_embedder
+        from streams.app import tune_changelogs
         from streams.memory_processor import build
-        _run_faust(build(settings, make_embedder(settings)))   # the embedder: session episodes
+        app = build(settings, make_embedder(settings))   # the embedder: session episodes
+        tune_changelogs(app, settings)                    # changelogs made before compaction was set
+        _run_faust(app)
     elif name == TICKER:
         from memstream.app import ticker
         ticker.run(settings)
