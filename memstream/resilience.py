@@ -97,6 +97,14 @@ def classify(exc: BaseException) -> str:
                 return POISON
     except ImportError:  # pragma: no cover
         pass
+    try:
+        # faust's client (aiokafka): a broker away or moving shows up as a retriable error or a
+        # timeout while it is gone; the guard waits it out rather than restarting the worker.
+        from aiokafka import errors as ak
+        if isinstance(exc, ak.KafkaError) and (exc.retriable or isinstance(exc, ak.KafkaTimeoutError)):
+            return TRANSIENT
+    except ImportError:  # pragma: no cover
+        pass
     # The publish helpers wrap a failed delivery in a MemstreamError naming it.
     if isinstance(exc, MemstreamError) and ("undelivered" in str(exc) or "publish to" in str(exc)):
         return POISON if "MSG_SIZE_TOO_LARGE" in str(exc) else TRANSIENT

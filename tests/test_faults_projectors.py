@@ -255,6 +255,32 @@ def test_neo4j_outage_mid_burst(fault_base):
     _outage(fault_base, "neo4j", "neo")
 
 
+def test_neo4j_tells_drivers_to_drop_a_silent_connection_within_20s(fault_base):
+    """A write caught by a Neo4j restart must fail (transient, waited out) rather than hang: the
+    server keeps every request alive with NOOPs and hints a 20 s receive timeout, which the
+    driver applies to its socket (stack/neo4j/Launcher.java)."""
+    import logging
+
+    from neo4j import GraphDatabase
+    hints = []
+
+    class Grab(logging.Handler):
+        def emit(self, record):
+            if "hints" in record.getMessage():
+                hints.append(record.getMessage())
+    log = logging.getLogger("neo4j")
+    handler, level = Grab(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        with GraphDatabase.driver(fault_base.neo4j_uri, auth=None) as driver, driver.session() as s:
+            s.run("RETURN 1").consume()
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    assert any("'connection.recv_timeout_seconds': 20" in h for h in hints), hints
+
+
 def test_kill_9_projectors_mid_burst_supervisor_restarts(fault_base):
     from memstream.app.workers import Supervisor
     live = _ns(fault_base, "k")

@@ -49,6 +49,13 @@ public final class Launcher {
                     .setConfig(BoltConnector.enabled, true)
                     .setConfig(BoltConnector.listen_address, new SocketAddress(host, port))
                     .setConfig(BoltConnector.encryption_level, BoltConnector.EncryptionLevel.DISABLED)
+                    // Keep-alive NOOPs every 10 s during *every* request, not only while streaming:
+                    // the server then hints connection.recv_timeout_seconds = 20 (120 by default),
+                    // and drivers drop a connection that stays silent that long. A write caught by a
+                    // restart thus fails in 20 s (a transient error the projector waits out) instead
+                    // of hanging in the driver for two minutes.
+                    .setConfig(BoltConnector.connection_keep_alive_type, BoltConnector.KeepAliveRequestType.ALL)
+                    .setConfig(BoltConnector.connection_keep_alive, java.time.Duration.ofSeconds(10))
                     // Netty waits a 5 s quiet period per event-loop group on shutdown (10 s per stop,
                     // after the stores are already checkpointed); 1 s is plenty for a local stack.
                     .setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, 1)
