@@ -68,6 +68,23 @@ def cmd_whatif(args) -> None:
     _json(report) if args.json else print(render(report))
 
 
+def cmd_reextract(args) -> None:
+    from memstream.privacy.keystore import KeyStore
+    from replay.reextract import reextract
+    s = get_settings()
+    keys = KeyStore(s)
+    try:
+        report = reextract(s, parse_time(args.since, "--from"), keys=keys, dry_run=args.dry_run)
+    finally:
+        keys.close()
+    if args.json:
+        _json(report.as_dict())
+    else:
+        print(f"{report.turns:,} turn records read ({report.unreadable:,} unreadable, {report.user_turns:,} user turns): "
+              f"{report.facts:,} facts, {report.present:,} already in the facts topic, {report.missing:,} missing"
+              + (" (dry run: nothing published)" if report.dry_run else f", {report.published:,} published"))
+
+
 def cmd_audit(args) -> None:
     from replay.audit import memory_audit, render_memory, render_user, user_timeline
     s = get_settings()
@@ -118,6 +135,14 @@ def add_parsers(sub) -> None:
     s.add_argument("--quiet", action="store_true")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_whatif)
+
+    s = rs.add_parser("reextract", help="re-run the offline extraction over the turns topic and publish the facts "
+                                        "missing from the facts topic (repairs lost extractor output)")
+    s.add_argument("--from", dest="since", metavar="TIME",
+                   help="only turns appended at or after TIME (ISO 8601 with timezone; log time); default: the whole topic")
+    s.add_argument("--dry-run", action="store_true", help="count what is missing, publish nothing")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_reextract)
 
     a = sub.add_parser("audit", help="a memory's whole life, or a user's timeline (audit index + the log)")
     a.add_argument("what", choices=["memory", "user"])
