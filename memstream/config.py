@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")
     api_port: int = Field(8080, description="Port of `memstream api`.")
 
+    # -- the input contract (schemas/limits.py; ids are always 1-200 printable characters) ----
+    max_content_chars: int = Field(32_000, ge=1, le=200_000, description="Most characters of a turn's or step's content (and a task's goal), checked by the API (422), the SDK and the CLI before publishing; well under Kafka's 1 MB record limit even at 4 bytes a character.")
+    max_future_skew_s: float = Field(300.0, ge=0, description="An event time (`at`) given by a caller may lie at most this many seconds in the future (422 beyond); past times (back-fill) are allowed. A user's clock is their newest event time: a clock moved forward would make consolidation expire their memories.")
+    max_wait_s: float = Field(30.0, gt=0, le=600, description="Largest `wait_s` a query may ask for (422 beyond): how long it waits for its `after` position to be applied before answering 503.")
+    max_body_bytes: int = Field(262_144, ge=1024, description="Largest HTTP request body the API reads (413 beyond, whether or not it declares a Content-Length).")
+
     # -- privacy ---------------------------------------------------------------------------
     master_keys: SecretStr | None = Field(None, description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
 

@@ -35,3 +35,8 @@ class UserErased(MemstreamError):
 
 class Timeout(MemstreamError):
     """A wait (e.g. read-your-writes) ran past its deadline."""
+
+
+class InvalidInput(MemstreamError, ValueError):
+    """A caller's input breaks the input contract (schemas/limits.py): the message names the field
+    and the limit. Also a ValueError, so a pydantic validator raising it yields a validation error."""

@@ -3,6 +3,10 @@
 Every publish goes through an idempotent, acks=all producer and resolves to a Position (topic,
 partition, offset) — the token a later query can pass to read its own writes. Content is sealed
 with the user's data key before it leaves the process.
+
+Input is checked before anything is sent (schemas/limits.py): ids, content (characters and
+MEMSTREAM_MAX_CONTENT_CHARS), and an `at` no more than MEMSTREAM_MAX_FUTURE_SKEW_S in the future;
+a breach raises InvalidInput (a MemstreamError) naming the field and the limit.
 """
 from __future__ import annotations
 
@@ -12,11 +16,25 @@ from datetime import datetime
 
 from memstream.bus import EventProducer, Position, ensure_topics
 from memstream.config import Settings, get_settings
+from pydantic import ValidationError
+
+from memstream.errors import InvalidInput
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode, make_envelope
 from schemas.events import EventData, StepObserved, TaskFinished, TaskStarted, TurnRecorded
+from schemas.limits import check_content, check_event_time, check_id
 
 PRODUCER = "sdk/1"
+
+
+def _event(cls: type[EventData], **fields) -> EventData:
+    """An input event, its fields checked by the contract: a breach is InvalidInput, never a traceback."""
+    try:
+        return cls(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = str(err.get("ctx", {}).get("error") or err["msg"])
+        raise InvalidInput(f"{'.'.join(str(x) for x in err['loc'])}: {msg}") from None
 
 
 class MemoryClient:
@@ -32,13 +50,21 @@ class MemoryClient:
     # -- generic ------------------------------------------------------------------------------
     def publish_nowait(self, topic: str, data: EventData, *, user: str, at: datetime | None = None,
                        correlation: str | None = None, causation: str | None = None) -> Future:
+        check_id(user, "user id")
         env = make_envelope(data, user=user, time=at, correlation=correlation, causation=causation, producer=PRODUCER)
         return self._producer.send(self.settings.topic(topic), user, encode(env, self.keys))
 
     # -- turns ----------------------------------------------------------------------------------
+    def _checked(self, user: str, content: str | None, at: datetime | None) -> None:
+        check_id(user, "user id")
+        if content is not None:
+            check_content(content, "content", self.settings.max_content_chars)
+        check_event_time(at, self.settings.max_future_skew_s)
+
     def record_turn_nowait(self, user: str, session: str, role: str, content: str, *, task: str | None = None,
                            at: datetime | None = None, correlation: str | None = None) -> Future:
-        return self.publish_nowait("turns", TurnRecorded(session=session, task=task, role=role, content=content),
+        self._checked(user, content, at)
+        return self.publish_nowait("turns", _event(TurnRecorded, session=session, task=task, role=role, content=content),
                                    user=user, at=at, correlation=correlation)
 
     def record_turn(self, user: str, session: str, role: str, content: str, **kw) -> Position:
@@ -47,15 +73,18 @@ class MemoryClient:
     # -- tasks ----------------------------------------------------------------------------------
     def start_task(self, user: str, task: str, *, session: str | None = None, goal: str = "",
                    at: datetime | None = None) -> Position:
-        return self.publish_nowait("tasks", TaskStarted(task=task, session=session, goal=goal), user=user, at=at).result(30)
+        self._checked(user, goal, at)
+        return self.publish_nowait("tasks", _event(TaskStarted, task=task, session=session, goal=goal), user=user, at=at).result(30)
 
     def record_step(self, user: str, task: str, content: str, *, status: str = "ok", kind: str = "step",
                     session: str | None = None, at: datetime | None = None) -> Position:
-        data = StepObserved(task=task, session=session, kind=kind, status=status, content=content)
+        self._checked(user, content, at)
+        data = _event(StepObserved, task=task, session=session, kind=kind, status=status, content=content)
         return self.publish_nowait("tasks", data, user=user, at=at).result(30)
 
     def finish_task(self, user: str, task: str, *, status: str = "succeeded", at: datetime | None = None) -> Position:
-        return self.publish_nowait("tasks", TaskFinished(task=task, status=status), user=user, at=at).result(30)
+        self._checked(user, None, at)
+        return self.publish_nowait("tasks", _event(TaskFinished, task=task, status=status), user=user, at=at).result(30)
 
     def flush(self, timeout: float = 30.0) -> None:
         self._producer.flush(timeout)

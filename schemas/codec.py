@@ -20,10 +20,11 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
 
-from memstream.errors import InvalidEvent, UnknownEventVersion
+from memstream.errors import InvalidEvent, InvalidInput, UnknownEventVersion
 from memstream.ids import random_bytes, uuid7
 from schemas.envelope import Envelope, WireEnvelope
 from schemas.events import LATEST, REGISTRY, EventData
+from schemas.limits import check_id
 from schemas.upcasters import upcast
 
 VECTOR_FIELDS = frozenset({"embedding"})
@@ -64,10 +65,13 @@ def _b64(text: str, what: str) -> bytes:
 
 
 def check_user_id(user: str) -> None:
-    """A user id routes (record key), keys (data key row) and names rows: no empty ids, no control
-    characters (a NUL cannot even be stored in a Postgres text column)."""
-    if not user or any(ord(c) < 32 or c == "\x7f" for c in user):
-        raise InvalidEvent(f"user id {user!r} is empty or contains control characters")
+    """A user id routes (record key), keys (data key row) and names rows: the id contract of
+    schemas/limits.py (1-200 printable characters; a NUL cannot even be stored in a Postgres text
+    column). A record that breaks it is poison (InvalidEvent)."""
+    try:
+        check_id(user, "user id")
+    except InvalidInput as exc:
+        raise InvalidEvent(str(exc)) from None
 
 
 def make_envelope(data: EventData, *, user: str, time: datetime | None = None, id: str | None = None,

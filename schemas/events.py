@@ -15,6 +15,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.limits import Label, SessionId, TaskId, Text
+
 Role = Literal["user", "assistant", "system", "tool"]
 Category = Literal["identity", "preference", "fact", "episodic", "tool_failure", "policy", "general"]
 Channel = Literal["rule", "llm"]
@@ -36,9 +38,9 @@ class TurnRecordedV1(EventData):
     VERSION = 1
     SEALED = frozenset({"text"})
     DESCRIPTION = "A conversation turn (v1: no task, content named `text`)."
-    session: str = Field(min_length=1)
+    session: SessionId
     role: Role
-    text: str
+    text: Text
 
 
 class TurnRecorded(EventData):
@@ -46,10 +48,10 @@ class TurnRecorded(EventData):
     VERSION = 2
     SEALED = frozenset({"content"})
     DESCRIPTION = "A conversation turn an agent saw or said."
-    session: str = Field(min_length=1)
-    task: str | None = None
+    session: SessionId
+    task: TaskId | None = None
     role: Role
-    content: str
+    content: Text
 
 
 # -- tasks topic ----------------------------------------------------------------------------
@@ -59,9 +61,9 @@ class TaskStarted(EventData):
     VERSION = 1
     SEALED = frozenset({"goal"})
     DESCRIPTION = "An agent started a task; its step ring buffer resets."
-    task: str = Field(min_length=1)
-    session: str | None = None
-    goal: str = ""
+    task: TaskId
+    session: SessionId | None = None
+    goal: Text = ""
 
 
 class StepObserved(EventData):
@@ -69,18 +71,18 @@ class StepObserved(EventData):
     VERSION = 1
     SEALED = frozenset({"content"})
     DESCRIPTION = "One step of a task (action, tool call, observation)."
-    task: str = Field(min_length=1)
-    session: str | None = None
-    kind: str = "step"
+    task: TaskId
+    session: SessionId | None = None
+    kind: Label = "step"
     status: Literal["ok", "failed", "pending"] = "ok"
-    content: str
+    content: Text
 
 
 class TaskFinished(EventData):
     TYPE = "task.finished"
     VERSION = 1
     DESCRIPTION = "An agent finished a task."
-    task: str = Field(min_length=1)
+    task: TaskId
     status: Literal["succeeded", "failed", "abandoned"] = "succeeded"
 
 

@@ -1,0 +1,86 @@
+"""The input contract, in one place: what a user, session or task id and what content may be.
+
+Ids route records (the Kafka key is the user id), name rows (Postgres text columns cannot hold a
+NUL) and appear in URLs, so they are short and printable: 1–200 characters, no control characters
+(C0, DEL, C1; NUL included). Content may hold newlines and tabs (\\n \\r \\t) but no other control
+character. The size of content is a deployment setting (MEMSTREAM_MAX_CONTENT_CHARS), checked where
+input enters (the API, the SDK, the CLI), never when reading the log back.
+
+Every edge uses these functions: the event models (schemas/events.py), make_envelope and decode
+(schemas/codec.py: a record from Kafka that breaks them is poison and is dead-lettered), the HTTP
+API's models, both SDKs and the CLI. The errors are InvalidInput, which is also a ValueError, so a
+pydantic validator that calls these turns them into a validation error naming the field.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from memstream.errors import InvalidInput
+
+ID_MAX_CHARS = 200
+# Anything but C0 controls, DEL and C1 controls; a JSON Schema / OpenAPI `pattern` (ECMA and Rust regex alike).
+ID_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]+$"
+_ID_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTENT_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")   # \t \n \r allowed
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """A user, session or task id: 1–200 characters, none of them a control character."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string")
+    if not value:
+        raise InvalidInput(f"{what} is empty (ids are 1-{ID_MAX_CHARS} characters)")
+    if len(value) > ID_MAX_CHARS:
+        raise InvalidInput(f"{what} has {len(value)} characters, over the limit of {ID_MAX_CHARS}")
+    bad = _ID_BAD.search(value) or _SURROGATE.search(value)
+    if bad:
+        raise InvalidInput(f"{what} contains control characters ({bad.group()!r} at {bad.start()}); "
+                           f"ids are printable")
+    return value
+
+
+def check_content(value: str, what: str = "content", max_chars: int | None = None) -> str:
+    """Text (a turn's or step's content, a goal): no control characters but \\n \\r \\t; at most
+    `max_chars` characters when given (the MEMSTREAM_MAX_CONTENT_CHARS setting at the edges)."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidInput(f"{what} has {len(value)} characters, over the limit of {max_chars} "
+                           f"(MEMSTREAM_MAX_CONTENT_CHARS)")
+    bad = _CONTENT_BAD.search(value) or _SURROGATE.search(value)
+    if bad:
+        raise InvalidInput(f"{what} contains control characters ({bad.group()!r} at {bad.start()}); "
+                           f"only \\n, \\r and \\t are allowed")
+    return value
+
+
+def check_event_time(at: datetime | None, max_future_skew_s: float, now: datetime | None = None) -> datetime | None:
+    """An event time given by a caller may lie in the past (back-fill) but not more than
+    `max_future_skew_s` seconds in the future: a user's clock is their newest event time, and a
+    clock moved forward would make consolidation expire their memories."""
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        raise InvalidInput("at must carry a timezone, e.g. 2026-01-02T10:00:00+00:00")
+    now = now or datetime.now(at.tzinfo)
+    if at - now > timedelta(seconds=max_future_skew_s):
+        raise InvalidInput(f"at {at.isoformat()} is more than {max_future_skew_s:g} s in the future "
+                           f"(MEMSTREAM_MAX_FUTURE_SKEW_S); past times (back-fill) are allowed")
+    return at
+
+
+def _id(what: str):
+    return AfterValidator(lambda v: check_id(v, what))
+
+
+_ID_SCHEMA = {"pattern": ID_PATTERN}
+UserId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("user id")]
+SessionId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("session id")]
+TaskId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("task id")]
+Text = Annotated[str, AfterValidator(lambda v: check_content(v, "content"))]
+Label = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("kind")]
