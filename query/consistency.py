@@ -1,6 +1,7 @@
 """Read-your-writes: wait until the read models a query uses have applied a publish's position."""
 from __future__ import annotations
 
+import asyncio
 import time
 
 from psycopg import sql
@@ -31,18 +32,39 @@ def _stored(models: ReadModels, projector: str, topic: str, partition: int) -> i
     return row[0] if row else 0
 
 
+def _targets(pos: Position, projectors: tuple[str, ...]):
+    logical = pos.topic.rsplit(".", 1)[-1]
+    for projector in projectors:
+        if logical in PROJECTOR_TOPICS.get(projector, ()):
+            yield projector, pos.topic, pos.partition            # it reads that topic itself
+        else:
+            yield (projector, *watermarks.position_key(pos.topic, pos.partition))  # it sees the effects
+
+
 def wait_until_applied(models: ReadModels, token: str, projectors: tuple[str, ...], timeout: float = 5.0) -> float:
     """Block until every projector has applied `token` (topic:partition:offset); returns seconds waited."""
     pos = Position.parse(token)
-    logical = pos.topic.rsplit(".", 1)[-1]
     started = time.monotonic()
-    for projector in projectors:
-        if logical in PROJECTOR_TOPICS.get(projector, ()):
-            topic, partition = pos.topic, pos.partition            # it reads that topic itself
-        else:
-            topic, partition = watermarks.position_key(pos.topic, pos.partition)  # it sees the effects
+    for projector, topic, partition in _targets(pos, projectors):
         while _stored(models, projector, topic, partition) <= pos.offset:
             if time.monotonic() - started > timeout:
                 raise Timeout(f"{projector} has not applied {token} after {timeout:.1f}s; retry later")
             time.sleep(0.005)
+    return time.monotonic() - started
+
+
+async def wait_until_applied_async(models: ReadModels, token: str, projectors: tuple[str, ...],
+                                   timeout: float = 5.0) -> float:
+    """wait_until_applied for an event loop (the API): each look at a position is a short call in a
+    worker thread, the waiting between looks is asyncio's, so a thousand waiting requests hold no
+    thread and a shutdown cancels them. Polls back off from 5 ms to 100 ms."""
+    pos = Position.parse(token)
+    started = time.monotonic()
+    pause = 0.005
+    for projector, topic, partition in _targets(pos, projectors):
+        while await asyncio.to_thread(_stored, models, projector, topic, partition) <= pos.offset:
+            if time.monotonic() - started > timeout:
+                raise Timeout(f"{projector} has not applied {token} after {timeout:.1f}s; retry later")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
     return time.monotonic() - started

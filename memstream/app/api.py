@@ -3,31 +3,64 @@
 Every query is scoped to one user. A query may pass `after` (the position token a publish
 returned) and then waits, up to `wait_s`, until the read models it uses have applied it.
 OpenAPI is served at /openapi.json and /docs. Run: `memstream api` (uvicorn).
-"""
-from __future__ import annotations
 
+The input contract (schemas/limits.py; README "HTTP API"): ids 1-200 printable characters, content
+without control characters (but \n \r \t) and at most MEMSTREAM_MAX_CONTENT_CHARS, `at` at most
+MEMSTREAM_MAX_FUTURE_SKEW_S ahead, `wait_s` at most MEMSTREAM_MAX_WAIT_S, bodies at most
+MEMSTREAM_MAX_BODY_BYTES. A breach is a 422 naming the field (413 for a body too large); every
+status a route can answer is declared in its OpenAPI `responses`. Errors are {"error", "problems"}
+and never carry internals: an unexpected exception is a generic 500 (logged here), an outage 503.
+Waits for `after` are asyncio waits (query/consistency.py): they hold no thread.
+"""
+import logging
+import re
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from starlette.exceptions import HTTPException
 
 from memstream.config import Settings, get_settings
-from memstream.errors import MemstreamError, Timeout
+from memstream.errors import InvalidEvent, InvalidInput, Timeout
 from projections.queries import session_window, task_status, task_steps
-from query.consistency import wait_until_applied
+from query.consistency import wait_until_applied_async
 from query.context import ContextRequest, build_context
 from query.profile import profile
 from query.recall import RecallRequest, recall, recalled_event
 from query.store import ReadModels
+from schemas.limits import CONTENT_PATTERN, Label, SessionId, TaskId, Text, UserId, check_content, check_event_time
 
-UserId = Field(min_length=1, max_length=200, description="The user every result is scoped to.")
-After = Field(None, description="Position token from a publish: wait until it is applied (read your writes).")
+log = logging.getLogger("memstream.api")
+
+# topic:partition:offset as a publish returns it (Kafka topic names: [A-Za-z0-9._-], at most 249).
+TOKEN_PATTERN = r"^[A-Za-z0-9._-]{1,249}:[0-9]{1,9}:[0-9]{1,18}$"
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _iso_only(value):
+    """Times are ISO 8601 text: pydantic would also read a number (`as_of=-240`) as a Unix time."""
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO.match(value)):
+        return value
+    raise ValueError("must be an ISO 8601 date-time with a timezone, e.g. 2026-01-02T10:00:00+00:00")
+
+
+IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+After = Field(None, pattern=TOKEN_PATTERN,
+              description="Position token from a publish: wait until it is applied (read your writes).")
 AsOf = Field(None, description="Time travel: answer from what memory held at this time (ISO 8601 with timezone; "
                                "replayed from the log, see replay/timetravel.py).")
+UserParam = Annotated[UserId, Path(description="The user every result is scoped to (1-200 printable characters).")]
+Tag = Annotated[str, Field(max_length=200)]
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="What is wrong, in one line; never internals.")
+    problems: list[str] | None = Field(None, description="Validation problems, one per field: `field: message`.")
 
 
 class Position(BaseModel):
@@ -38,36 +71,40 @@ class Position(BaseModel):
 
 
 class TurnIn(BaseModel):
-    user: str = UserId
-    session: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: UserId = Field(description="The user every result is scoped to.")
+    session: SessionId
     role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(min_length=1)
-    task: str | None = None
-    at: AwareDatetime | None = Field(None, description="Event time (default: now).")
+    content: Text = Field(min_length=1)
+    task: TaskId | None = None
+    at: IsoTime | None = Field(None, description="Event time (default: now); the past is allowed (back-fill), "
+                                                 "the future only within MEMSTREAM_MAX_FUTURE_SKEW_S.")
 
 
 class StepIn(BaseModel):
-    user: str = UserId
-    task: str = Field(min_length=1)
-    content: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: UserId
+    task: TaskId
+    content: Text = Field(min_length=1)
     status: Literal["ok", "failed", "pending"] = "ok"
-    kind: str = "step"
-    session: str | None = None
-    at: AwareDatetime | None = None
+    kind: Label = "step"
+    session: SessionId | None = None
+    at: IsoTime | None = None
 
 
 class RecallIn(BaseModel):
-    user: str = UserId
-    query: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: UserId
+    query: Text = Field(min_length=1, max_length=4000)
     k: int = Field(10, ge=1, le=100)
-    categories: list[str] | None = Field(None, description="Any of these categories.")
-    tags: list[str] | None = Field(None, description="All of these tags.")
-    max_age_hours: float | None = Field(None, gt=0)
-    min_score: float | None = None
+    categories: list[Tag] | None = Field(None, max_length=20, description="Any of these categories.")
+    tags: list[Tag] | None = Field(None, max_length=20, description="All of these tags.")
+    max_age_hours: float | None = Field(None, gt=0, le=1e6)
+    min_score: float | None = Field(None, ge=-10, le=10)
     expand: bool = True
     after: str | None = After
-    wait_s: float = Field(5.0, ge=0, le=60)
-    as_of: AwareDatetime | None = AsOf
+    wait_s: float = Field(5.0, ge=0)
+    as_of: IsoTime | None = AsOf
 
 
 class RecallHitOut(BaseModel):
@@ -83,15 +120,17 @@ class RecallHitOut(BaseModel):
 
 
 class ContextIn(BaseModel):
-    user: str = UserId
-    query: str = Field(min_length=1)
-    session: str | None = None
-    task: str | None = None
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: UserId
+    query: Text = Field(min_length=1, max_length=4000)
+    session: SessionId | None = None
+    task: TaskId | None = None
     budget: int = Field(1200, ge=50, le=100_000)
-    slot_budgets: dict[str, int] = Field(default_factory=dict)
+    slot_budgets: dict[Literal["constraints", "profile", "recall", "task", "tool_state", "recent"],
+                       Annotated[int, Field(ge=0, le=100_000)]] = Field(default_factory=dict)
     k: int = Field(8, ge=1, le=50)
     after: str | None = After
-    wait_s: float = Field(5.0, ge=0, le=60)
+    wait_s: float = Field(5.0, ge=0)
 
 
 class ContextOut(BaseModel):
@@ -101,6 +140,73 @@ class ContextOut(BaseModel):
 
 RECALL_READS = ("pgvector-items", "neo4j-graph")
 PROFILE_READS = ("pgvector-items", "kv-preferences")
+
+
+def _problems(errors) -> list[str]:
+    """One readable line per problem: where (the field), and what is wrong."""
+    out = []
+    for e in errors:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body", "path", "query"))
+        msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        out.append(f"{loc or '(body)'}: {msg}")
+    return out
+
+
+def _invalid(problems: list[str]) -> JSONResponse:
+    return JSONResponse(status_code=422, content={"error": "invalid request", "problems": problems})
+
+
+class BodyLimit:
+    """Reject a request body over `limit` bytes with 413, before the app reads it: at once when its
+    Content-Length says so, else while it streams in (chunked bodies declare no length)."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_large = JSONResponse(status_code=413, content={
+            "error": f"request body over {self.limit} bytes (MEMSTREAM_MAX_BODY_BYTES)"})
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None:
+            try:
+                if int(declared) > self.limit:
+                    return await too_large(scope, receive, send)
+            except ValueError:
+                return await JSONResponse(status_code=400, content={"error": "bad Content-Length"})(scope, receive, send)
+        if declared is not None or scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            # a declared length within the limit: the server never passes more than it (h11 checks)
+            return await self.app(scope, receive, send)
+        # No length: read the whole body here, up to the limit, then hand it on.
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                return await too_large(scope, receive, send)
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        body, sent = b"".join(chunks), False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+        await self.app(scope, replay, send)
+
+
+def _responses(*codes: int) -> dict:
+    what = {404: "Not found", 413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
+            422: "Invalid input: `problems` names each field", 503: "Not applied yet within wait_s, "
+            "or a backing service is unavailable: retry later"}
+    return {c: {"model": ErrorOut, "description": what[c]} for c in codes}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -118,47 +224,82 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="memstream", version="1", lifespan=lifespan,
                   description="Long-term memory for AI agents. Every query is scoped to one user.")
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
+    # -- the settings' limits, in the request models (so the OpenAPI document shows them) --------
+    limit = settings.max_content_chars
+    Content = Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": limit, "pattern": CONTENT_PATTERN}),
+                        AfterValidator(lambda v: check_content(v, "content", limit))]
+    At = Annotated[IsoTime | None, AfterValidator(lambda v: check_event_time(v, settings.max_future_skew_s))]
+    WaitS = Annotated[float, Field(ge=0, le=settings.max_wait_s,
+                                   description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
+    Turn = create_model("TurnIn", __base__=TurnIn, content=(Content, ...), at=(At, Field(None, description=TurnIn.model_fields["at"].description)))
+    Step = create_model("StepIn", __base__=StepIn, content=(Content, ...), at=(At, None))
+    Recall = create_model("RecallIn", __base__=RecallIn, wait_s=(WaitS, 5.0))
+    Context = create_model("ContextIn", __base__=ContextIn, wait_s=(WaitS, 5.0))
+    WaitQ = Annotated[float, Query(ge=0, le=settings.max_wait_s,
+                                   description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
+    AfterQ = Annotated[str | None, Query(pattern=TOKEN_PATTERN, description=After.description)]
+    AsOfQ = Annotated[IsoTime | None, Query(description=AsOf.description)]
+
+    # -- errors: 422 for bad input, 503 to retry, a generic 500 for the rest -----------------
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError):
-        # One readable line per problem: where, and what is wrong.
-        problems = [f"{'.'.join(str(x) for x in e['loc'] if x != 'body')}: {e['msg']}" for e in exc.errors()]
-        return JSONResponse(status_code=400, content={"error": "invalid request", "problems": problems})
+        return _invalid(_problems(exc.errors()))
+
+    @app.exception_handler(InvalidInput)
+    @app.exception_handler(InvalidEvent)
+    async def bad_input(request: Request, exc: Exception):
+        return _invalid([str(exc)])
 
     @app.exception_handler(Timeout)
     async def not_yet(request: Request, exc: Timeout):
         return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={"error": str(exc)})
 
-    @app.exception_handler(MemstreamError)
-    async def domain_error(request: Request, exc: MemstreamError):
-        return JSONResponse(status_code=400, content={"error": str(exc)})
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):
+        return JSONResponse(status_code=exc.status_code, headers=getattr(exc, "headers", None),
+                            content={"error": str(exc.detail)})
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):
+        from memstream.resilience import TRANSIENT, classify
+        if classify(exc) == TRANSIENT:
+            log.warning("%s %s: a backing service is unavailable: %r", request.method, request.url.path, exc)
+            return JSONResponse(status_code=503, headers={"Retry-After": "1"},
+                                content={"error": "a backing service is unavailable; retry later"})
+        # starlette re-raises it after this answer, so the server logs the traceback; the caller sees none
+        return JSONResponse(status_code=500, content={"error": "internal error"})
 
     def models() -> ReadModels:
         return state["models"]
 
-    def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
+    async def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
         if after:
-            wait_until_applied(models(), after, reads, timeout=wait_s)
+            await wait_until_applied_async(models(), after, reads, timeout=wait_s)
 
-    @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn")
-    def publish_turn(body: TurnIn) -> dict:
+    @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn",
+              responses=_responses(413, 422, 503))
+    def publish_turn(body: Turn) -> dict:
         return state["client"].record_turn(body.user, body.session, body.role, body.content, task=body.task,
                                            at=body.at).as_dict()
 
-    @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step")
-    def publish_step(body: StepIn) -> dict:
+    @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
+              responses=_responses(413, 422, 503))
+    def publish_step(body: Step) -> dict:
         return state["client"].record_step(body.user, body.task, body.content, status=body.status, kind=body.kind,
                                            session=body.session, at=body.at).as_dict()
 
-    @app.post("/v1/recall", response_model=list[RecallHitOut], summary="Recall memories relevant to a query")
-    def recall_route(body: RecallIn) -> list[dict]:
-        wait(body.after, RECALL_READS, body.wait_s)
+    @app.post("/v1/recall", response_model=list[RecallHitOut], summary="Recall memories relevant to a query",
+              responses=_responses(413, 422, 503))
+    async def recall_route(body: Recall) -> list[dict]:
+        await wait(body.after, RECALL_READS, body.wait_s)
         req = RecallRequest(body.user, body.query, body.k, body.categories, body.tags, body.max_age_hours,
                             body.min_score, body.expand)
         if body.as_of is not None:  # reading the past is not a use of the memories: nothing is published
             from replay.timetravel import recall_as_of
-            return [h.as_dict() for h in recall_as_of(models(), req, body.as_of)]
-        hits = recall(models(), req)
+            return [h.as_dict() for h in await run_in_threadpool(recall_as_of, models(), req, body.as_of)]
+        hits = await run_in_threadpool(recall, models(), req)
         # One memory.recalled per call (fire and forget: the answer never waits for it); the memory
         # processor refreshes the returned memories' access from it.
         event = recalled_event(hits, "api")
@@ -166,59 +307,63 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             state["client"].publish_nowait("memory", event, user=body.user)
         return [h.as_dict() for h in hits]
 
-    @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category")
-    def profile_route(user: str, after: str | None = None, wait_s: float = 5.0, as_of: datetime | None = None) -> dict:
-        wait(after, PROFILE_READS, wait_s)
+    @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category",
+             responses=_responses(422, 503))
+    async def profile_route(user: UserParam, after: AfterQ = None, wait_s: WaitQ = 5.0, as_of: AsOfQ = None) -> dict:
+        await wait(after, PROFILE_READS, wait_s)
         if as_of is not None:
             from replay.timetravel import profile_as_of
-            return profile_as_of(settings, user, as_of)
-        return profile(models(), user)
+            return await run_in_threadpool(profile_as_of, settings, user, as_of)
+        return await run_in_threadpool(profile, models(), user)
 
-    @app.get("/v1/users/{user}/preferences", summary="The key-value preference table")
-    def preferences_route(user: str, after: str | None = None, wait_s: float = 5.0, as_of: datetime | None = None) -> dict:
-        wait(after, ("kv-preferences",), wait_s)
+    @app.get("/v1/users/{user}/preferences", summary="The key-value preference table", responses=_responses(422, 503))
+    async def preferences_route(user: UserParam, after: AfterQ = None, wait_s: WaitQ = 5.0, as_of: AsOfQ = None) -> dict:
+        await wait(after, ("kv-preferences",), wait_s)
         if as_of is not None:
             from replay.timetravel import profile_as_of
-            return profile_as_of(settings, user, as_of)["preferences"]
-        return profile(models(), user)["preferences"]
+            return (await run_in_threadpool(profile_as_of, settings, user, as_of))["preferences"]
+        return (await run_in_threadpool(profile, models(), user))["preferences"]
 
-    @app.get("/v1/audit/memories/{memory_id}", summary="A memory's whole life, with causation chains")
-    def audit_memory_route(memory_id: str, content: bool = True) -> dict:
+    @app.get("/v1/audit/memories/{memory_id}", summary="A memory's whole life, with causation chains",
+             responses=_responses(404, 422, 503))
+    def audit_memory_route(memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
+                           content: bool = True) -> dict:
         from replay.audit import NotFound, memory_audit
         try:
             return memory_audit(settings, memory_id, content=content)
         except NotFound as exc:
             raise HTTPException(404, str(exc)) from None
 
-    @app.get("/v1/audit/users/{user}", summary="A user's timeline: every indexed event, oldest first")
-    def audit_user_route(user: str, content: bool = False, limit: int = 1000, since: datetime | None = None,
-                         until: datetime | None = None) -> dict:
+    @app.get("/v1/audit/users/{user}", summary="A user's timeline: every indexed event, oldest first",
+             responses=_responses(422, 503))
+    def audit_user_route(user: UserParam, content: bool = False,
+                         limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+                         since: Annotated[IsoTime | None, Query()] = None,
+                         until: Annotated[IsoTime | None, Query()] = None) -> dict:
         from replay.audit import user_timeline
-        if not 1 <= limit <= 100_000:
-            raise HTTPException(400, "limit must be between 1 and 100000")
         return user_timeline(settings, user, content=content, limit=limit, since=since, until=until)
 
-    @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task")
-    def steps_route(user: str, task: str, k: int = 20, after: str | None = None, wait_s: float = 5.0) -> dict:
-        if not 1 <= k <= settings.task_buffer_size:
-            raise HTTPException(400, f"k must be between 1 and {settings.task_buffer_size} (the ring buffer size)")
-        wait(after, ("task-buffers",), wait_s)
-        return {"task": task_status(settings, user, task), "steps": task_steps(settings, user, task, k)}
+    @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task", responses=_responses(422, 503))
+    async def steps_route(user: UserParam, task: Annotated[TaskId, Path()],
+                          k: Annotated[int, Query(ge=1, le=settings.task_buffer_size,
+                                                  description="Steps wanted (at most the ring buffer size).")] = 20,
+                          after: AfterQ = None, wait_s: WaitQ = 5.0) -> dict:
+        await wait(after, ("task-buffers",), wait_s)
+        return await run_in_threadpool(lambda: {"task": task_status(settings, user, task),
+                                                "steps": task_steps(settings, user, task, k)})
 
-    @app.get("/v1/users/{user}/sessions/{session}", summary="The session window (recent messages)")
-    def session_route(user: str, session: str, after: str | None = None, wait_s: float = 5.0) -> dict:
-        wait(after, ("session-windows",), wait_s)
-        return session_window(settings, user, session, with_summary=True)
+    @app.get("/v1/users/{user}/sessions/{session}", summary="The session window (recent messages)",
+             responses=_responses(422, 503))
+    async def session_route(user: UserParam, session: Annotated[SessionId, Path()], after: AfterQ = None,
+                            wait_s: WaitQ = 5.0) -> dict:
+        await wait(after, ("session-windows",), wait_s)
+        return await run_in_threadpool(session_window, settings, user, session, with_summary=True)
 
-    @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget")
-    async def context_route(body: ContextIn) -> dict:
-        if body.after:
-            import asyncio
-            await asyncio.to_thread(wait, body.after, RECALL_READS + PROFILE_READS, body.wait_s)
-        unknown = set(body.slot_budgets) - {"constraints", "profile", "recall", "task", "tool_state", "recent"}
-        if unknown:
-            raise HTTPException(400, f"unknown slot(s) in slot_budgets: {sorted(unknown)}")
+    @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget",
+              responses=_responses(413, 422, 503))
+    async def context_route(body: Context) -> dict:
+        await wait(body.after, RECALL_READS + PROFILE_READS, body.wait_s)
         return await build_context(models(), ContextRequest(body.user, body.query, body.session, body.task,
-                                                             body.budget, body.slot_budgets, body.k))
+                                                             body.budget, dict(body.slot_budgets), body.k))
 
     return app
