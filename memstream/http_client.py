@@ -3,24 +3,51 @@
     api = MemoryApi("http://127.0.0.1:8080")
     pos = api.record_turn("alice", "s1", "user", "我叫Alice")
     api.recall("alice", "我叫什么", after=pos["token"])
+
+Ids and content are checked against the input contract (schemas/limits.py) before a request is
+sent; what only the server knows (its size limits) comes back as a 413/422, raised as InvalidInput
+with the server's message naming the field and the limit.
 """
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import httpx
 
-from memstream.errors import MemstreamError, Timeout
+from memstream.errors import InvalidInput, MemstreamError, Timeout
+from schemas.limits import check_content, check_id
 
 
 def _check(resp: httpx.Response):
+    try:
+        body = resp.json()
+    except ValueError:
+        body = {"error": resp.text[:300]}
     if resp.status_code == 503:
-        raise Timeout(resp.json().get("error", resp.text))
+        raise Timeout(body.get("error") if isinstance(body, dict) else resp.text[:300])
     if resp.status_code >= 400:
-        try:
-            body = resp.json()
-        except ValueError:
-            body = {"error": resp.text}
-        raise MemstreamError(f"HTTP {resp.status_code}: {body.get('error')} {body.get('problems', '')}".strip())
-    return resp.json()
+        if not isinstance(body, dict):
+            body = {"error": str(body)[:300]}
+        problems = "; ".join(body.get("problems") or [])
+        cls = InvalidInput if resp.status_code in (413, 422) else MemstreamError
+        raise cls(f"HTTP {resp.status_code}: {body.get('error')}" + (f": {problems}" if problems else ""))
+    return body
+
+
+def _ids(**ids) -> None:
+    """The input contract's id rules (schemas/limits.py), checked before anything is sent."""
+    for what, value in ids.items():
+        if value is not None:
+            check_id(value, f"{what} id")
+
+
+def _seg(value: str) -> str:
+    """An id as one URL path segment ('?', '%', '#' and the like escaped). A '/' cannot be carried:
+    the server's router decodes %2F before matching, so such an id is refused here, clearly."""
+    if "/" in value:
+        raise InvalidInput(f"id {value!r} contains '/', which a URL path of the HTTP API cannot carry "
+                           f"(the POST routes, the Kafka SDK and the CLI can)")
+    return quote(value, safe="")
 
 
 def _drop_none(d: dict) -> dict:
@@ -32,32 +59,43 @@ class _Calls:
 
     @staticmethod
     def turn(user, session, role, content, task=None, at=None):
+        _ids(user=user, session=session, task=task)
+        check_content(content)  # the size limit is the server's setting: a 422 names it
         return "POST", "/v1/turns", {"json": _drop_none({"user": user, "session": session, "role": role, "content": content,
                                                           "task": task, "at": at.isoformat() if at else None})}
 
     @staticmethod
     def step(user, task, content, status="ok", kind="step", session=None):
+        _ids(user=user, task=task, session=session)
+        check_content(content)
         return "POST", "/v1/steps", {"json": _drop_none({"user": user, "task": task, "content": content,
                                                           "status": status, "kind": kind, "session": session})}
 
     @staticmethod
     def recall(user, query, k=10, after=None, **filters):
+        _ids(user=user)
+        if not query:
+            raise InvalidInput("query is empty")
         return "POST", "/v1/recall", {"json": _drop_none({"user": user, "query": query, "k": k, "after": after, **filters})}
 
     @staticmethod
     def profile(user, after=None, wait_s=None):
-        return "GET", f"/v1/users/{user}/profile", {"params": _drop_none({"after": after, "wait_s": wait_s})}
+        _ids(user=user)
+        return "GET", f"/v1/users/{_seg(user)}/profile", {"params": _drop_none({"after": after, "wait_s": wait_s})}
 
     @staticmethod
     def steps(user, task, k=20, after=None, wait_s=None):
-        return "GET", f"/v1/users/{user}/tasks/{task}/steps", {"params": _drop_none({"k": k, "after": after, "wait_s": wait_s})}
+        _ids(user=user, task=task)
+        return "GET", f"/v1/users/{_seg(user)}/tasks/{_seg(task)}/steps", {"params": _drop_none({"k": k, "after": after, "wait_s": wait_s})}
 
     @staticmethod
     def session(user, session, after=None, wait_s=None):
-        return "GET", f"/v1/users/{user}/sessions/{session}", {"params": _drop_none({"after": after, "wait_s": wait_s})}
+        _ids(user=user, session=session)
+        return "GET", f"/v1/users/{_seg(user)}/sessions/{_seg(session)}", {"params": _drop_none({"after": after, "wait_s": wait_s})}
 
     @staticmethod
     def context(user, query, after=None, **options):
+        _ids(user=user, session=options.get("session"), task=options.get("task"))
         return "POST", "/v1/context", {"json": _drop_none({"user": user, "query": query, "after": after, **options})}
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 import orjson
 
 from memstream.config import get_settings
-from memstream.errors import MemstreamError
+from memstream.errors import InvalidInput, MemstreamError
 
 
 def _print(obj, as_json: bool) -> None:
@@ -24,7 +24,10 @@ def _print(obj, as_json: bool) -> None:
 def _time(text: str | None) -> datetime | None:
     if text is None:
         return None
-    t = datetime.fromisoformat(text)
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise MemstreamError(f"--at {text!r} is not an ISO 8601 time, e.g. 2026-01-02T10:00:00+00:00") from None
     if t.tzinfo is None:
         raise MemstreamError(f"--at {text!r} needs a timezone, e.g. 2026-01-02T10:00:00+00:00")
     return t
@@ -426,9 +429,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_input(args) -> None:
+    """The input contract (schemas/limits.py) before any command touches a store or the log: ids
+    1-200 printable characters; counts within the API's bounds. Content is checked by the SDK."""
+    from schemas.limits import check_id
+    for name in ("user", "session", "task"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            check_id(value, name)
+    for name, low, high in (("k", 1, 100), ("limit", 1, 100_000)):
+        value = getattr(args, name, None)
+        if isinstance(value, int) and not low <= value <= high:
+            raise InvalidInput(f"--{name} {value} is out of range ({low}-{high})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        _check_input(args)
         args.fn(args)
     except MemstreamError as exc:
         print(f"memstream: {exc}", file=sys.stderr)
