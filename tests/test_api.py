@@ -72,18 +72,20 @@ def test_async_sdk(api_url):
     ("/v1/turns", {"user": "u", "session": "s", "role": "user", "content": "hi", "at": "2026-01-01T00:00:00"},
      "at: Input should have timezone info"),
 ])
-def test_bad_requests_get_a_400_that_says_what_is_wrong(api_url, path, body, problem):
+def test_bad_requests_get_a_422_that_says_what_is_wrong(api_url, path, body, problem):
     resp = httpx.post(api_url + path, json=body)
-    assert resp.status_code == 400
+    assert resp.status_code == 422
     assert any(problem in p for p in resp.json()["problems"]), resp.json()
 
 
 def test_other_4xx_and_the_openapi_document(api_url):
     resp = httpx.post(api_url + "/v1/context", json={"user": "u", "query": "q", "slot_budgets": {"jokes": 5}})
-    assert resp.status_code == 400 and "jokes" in resp.json()["detail"]
+    assert resp.status_code == 422 and any("jokes" in p for p in resp.json()["problems"])
     resp = httpx.post(api_url + "/v1/recall", json={"user": "u", "query": "q", "after": "garbage"})
-    assert resp.status_code == 400 and "bad position token" in resp.json()["error"]
+    assert resp.status_code == 422 and resp.json()["problems"][0].startswith("after:")
     spec = httpx.get(api_url + "/openapi.json").json()
     assert {"/v1/recall", "/v1/context", "/v1/turns", "/v1/users/{user}/profile"} <= set(spec["paths"])
-    with pytest.raises(MemstreamError, match="HTTP 400"):
+    with pytest.raises(MemstreamError, match="query is empty"):
         MemoryApi(api_url).recall("u", "")
+    with pytest.raises(MemstreamError, match="HTTP 422"):
+        MemoryApi(api_url).recall("u", "q", k=0)
