@@ -24,6 +24,7 @@ from memstream.errors import InvalidInput
 ID_MAX_CHARS = 200
 # Anything but C0 controls, DEL and C1 controls; a JSON Schema / OpenAPI `pattern` (ECMA and Rust regex alike).
 ID_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]+$"
+CONTENT_PATTERN = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$"
 _ID_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTENT_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")   # \t \n \r allowed
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -82,5 +83,5 @@ _ID_SCHEMA = {"pattern": ID_PATTERN}
 UserId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("user id")]
 SessionId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("session id")]
 TaskId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("task id")]
-Text = Annotated[str, AfterValidator(lambda v: check_content(v, "content"))]
+Text = Annotated[str, Field(json_schema_extra={"pattern": CONTENT_PATTERN}), AfterValidator(lambda v: check_content(v, "content"))]
 Label = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("kind")]
