@@ -86,7 +86,7 @@ class Weights:
     recency: float = 0.0          # × exp(-age / recency_half_life_days)
     frequency: float = 0.0        # × log1p(access_count) / log1p(100)
     recency_half_life_days: float = 30.0
-    graph_score: float = 0.45     # a 1-hop neighbour scores graph_score × its seed's score
+    graph_score: float = 0.45     # a 1-hop SIMILAR_TO neighbour scores graph_score × its seed's score
     sim_floor: float = 0.0        # similarities are rescaled from [floor, 1] to [0, 1]
     keyword: float = 0.5          # match = 1 - (1 - sim') × (1 - keyword × bm25 / ceiling): a noisy-or
     time: float = 0.2             # + time when the memory's event time falls on a date the query names
@@ -94,6 +94,7 @@ class Weights:
     redundancy_threshold: float = 0.9
     archived: float = 0.8         # an archived memory's score × this (< 1: below active ones of equal relevance)
     candidates: int = 50          # vector candidates taken before the rerank (at least 4 × k)
+    graph_follows: float = 0.7    # a 1-hop FOLLOWS neighbour (said right before/after the seed) × its seed's score
 
 
 def weights_from(settings) -> Weights:
@@ -101,7 +102,8 @@ def weights_from(settings) -> Weights:
                    settings.recall_w_frequency, settings.recall_recency_half_life_days, settings.recall_graph_score,
                    settings.recall_sim_floor, keyword=settings.recall_w_keyword, time=settings.recall_w_time,
                    redundancy=settings.recall_w_redundancy, redundancy_threshold=settings.recall_redundancy_threshold,
-                   archived=settings.recall_archived_penalty, candidates=settings.recall_candidates)
+                   archived=settings.recall_archived_penalty, candidates=settings.recall_candidates,
+                   graph_follows=settings.recall_graph_score_follows)
 
 
 # -- keyword matching with light stemming ------------------------------------------------------
@@ -229,8 +231,8 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         ranked = _diversify(ranked, {mid: r["embedding"] for mid, r in rows.items()}, w,
                             max(2 * req.k, 40))
         hits = {h.memory_id: h for h in ranked}
-    # 6. 1-hop graph expansion from the best hits: a neighbour scores graph_score × its seed's
-    #    score, or its own score if that is higher (merge, dedup)
+    # 6. 1-hop graph expansion from the best hits: a neighbour scores its edge's weight × its
+    #    seed's score, or its own score if that is higher (merge, dedup)
     if req.expand and ranked:
         for hit in _expand(models, req, ranked[: min(5, req.k)], where, params, w):
             if hit.memory_id not in hits or hit.score > hits[hit.memory_id].score:
@@ -310,13 +312,17 @@ def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
             where: sql.Composable, params: dict, w: Weights) -> list[RecallHit]:
     with models.graph.session() as s:
         # the namespace's current graph generation, resolved in the same query (replay swaps it)
-        pairs = s.run(RESOLVE + "UNWIND $ids AS sid MATCH (m:Memory {ns: gen, id: sid})-[:FOLLOWS|SIMILAR_TO]-(n:Memory) "
-                      "WHERE n.user = $u AND n.status IN $statuses RETURN sid, n.id AS nid",
+        pairs = s.run(RESOLVE + "UNWIND $ids AS sid MATCH (m:Memory {ns: gen, id: sid})-[e:FOLLOWS|SIMILAR_TO]-(n:Memory) "
+                      "WHERE n.user = $u AND n.status IN $statuses RETURN sid, n.id AS nid, type(e) AS rel",
                       ids=[h.memory_id for h in seeds], ns=models.settings.namespace, u=req.user,
                       statuses=params["statuses"]).data()
+    seed_score = {h.memory_id: h.score for h in seeds}
     origin: dict[str, str] = {}
+    factor: dict[str, float] = {}     # the neighbour's best edge weight × seed score over its seeds
     for p in pairs:
-        origin.setdefault(p["nid"], p["sid"])  # seeds come best first, so the best seed wins
+        f = _edge_weight(p["rel"], w) * seed_score[p["sid"]]
+        if f > factor.get(p["nid"], -1.0):
+            origin[p["nid"]], factor[p["nid"]] = p["sid"], f
     if not origin:
         return []
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -327,7 +333,6 @@ def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
     # A neighbour scores relative to its seed: with rescaled similarities a typical direct hit
     # scores ~0.4, so the seed design's fixed 0.45 would rank neighbours above the hits they came
     # from (docs/calibration.md). An archived neighbour takes the archive's penalty as well.
-    seed_score = {h.memory_id: h.score for h in seeds}
     out = []
     for r in rows:
         archived = r["status"] in ARCHIVED
@@ -335,10 +340,20 @@ def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
                "importance": round(float(r["importance"]), 4)}
         if archived:
             why["archived"] = True
-        score = w.graph_score * seed_score[origin[r["memory_id"]]] * (w.archived if archived else 1.0)
+        score = factor[r["memory_id"]] * (w.archived if archived else 1.0)
         out.append(RecallHit(r["memory_id"], r["content"], r["category"], list(r["tags"]), float(r["importance"]),
                              r["created_at"].isoformat(), round(score, 6), why, archived))
     return out
+
+
+def _edge_weight(rel: str, w: Weights) -> float:
+    """How much of its seed's score a neighbour inherits, by edge kind. A FOLLOWS neighbour was
+    said right before or after the seed: the context a strong hit often needs (the other half of
+    a multi-hop answer, the event a date refers to), which vector search misses because its words
+    differ. A SIMILAR_TO neighbour (cosine ≥ the link threshold) is close to the seed by
+    construction: the vector search finds it on its own, and the redundancy rerank lowers it on
+    purpose, so it stays at the lower weight."""
+    return w.graph_follows if rel == "FOLLOWS" else w.graph_score
 
 
 def recalled_event(hits: list[RecallHit], source: str):

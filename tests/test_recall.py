@@ -9,8 +9,8 @@ import pytest
 
 from query.context import ContextRequest, build_context
 from query.profile import profile
-from query.recall import (RecallHit, RecallRequest, _diversify, inflections, keyword_scores, recall, recalled_event,
-                          stem, weights_from)
+from query.recall import (RecallHit, RecallRequest, Weights, _diversify, _edge_weight, inflections, keyword_scores, recall,
+                          recalled_event, stem, weights_from)
 from query.store import ReadModels
 from projections.queries import memories
 from tests.facts_helpers import publish_facts
@@ -89,9 +89,15 @@ def test_graph_expansion_brings_a_linked_neighbour_and_names_its_seed(settings, 
              .why.get("expanded_from") == seed_id, what="expanded neighbour")
     hits = recall(models, RecallRequest(user, "What is the name of the user's dog?", k=2))
     assert contents(hits) == ["User adopted a beagle named Rex", "User bought a red bicycle"]
-    assert abs(hits[1].score - 0.45 * hits[0].score) < 1e-4
+    # a FOLLOWS neighbour (said right after the seed) inherits recall_graph_score_follows of its score
+    assert abs(hits[1].score - models.settings.recall_graph_score_follows * hits[0].score) < 1e-4
     flat = recall(models, RecallRequest(user, "What is the name of the user's dog?", k=2, expand=False))
     assert "expanded_from" not in flat[1].why
+
+
+def test_edge_weight_lifts_context_more_than_near_duplicates():
+    w = Weights(graph_score=0.45, graph_follows=0.7)
+    assert _edge_weight("FOLLOWS", w) == 0.7 and _edge_weight("SIMILAR_TO", w) == 0.45
 
 
 def test_profile_enumerates_categories_whatever_the_query(settings, client, pipeline, models):
