@@ -17,11 +17,13 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from memstream.app.workers import Supervisor
 from memstream.bus import EventProducer, ensure_topics
 from memstream.config import get_settings
 from memstream.privacy.keystore import KeyStore
+from memstream.resilience import read_health
 from memstream.stack.process import memory_mib
 from projections import pg
 from projections.registry import PROJECTORS, build_projector
@@ -69,12 +71,24 @@ def projector_lag(settings) -> dict[str, int]:
     return {name: end - pos for name, pos in stored.items()}
 
 
+def changelog_mib(settings) -> float:
+    """Bytes of this namespace's state changelog segments on the broker's disk (the local stack's
+    log dir; .log files only: Kafka preallocates its index files sparse, 10 MiB each)."""
+    root = Path(settings.stack_dir) / "data" / "kafka"
+    return sum(f.stat().st_size for d in root.glob(f"{settings.namespace}.*-changelog-*")
+               for f in d.glob("*.log")) / 2**20
+
+
 def report(settings, sup: Supervisor, started: float, sent: int) -> None:
     mins = (time.monotonic() - started) / 60
     print(f"--- {mins:.1f} min, {sent} turns sent")
+    health = read_health(settings)
     for name, proc in sup.procs.items():
         rss = memory_mib(proc.pid).get("rss_mib") if proc.poll() is None else None
-        print(f"  {name:<11} rss {rss if rss is None else round(rss)} MiB  restarts {sup.restarts[name]}")
+        tables = health.get(name, {}).get("components", {}).get(name, {}).get("tables") or {}
+        state = "".join(f"  {t} {v['keys']} keys {v['bytes'] / 2**20:.1f} MiB" for t, v in sorted(tables.items()))
+        print(f"  {name:<11} rss {rss if rss is None else round(rss)} MiB  restarts {sup.restarts[name]}{state}")
+    print(f"  changelogs on disk: {changelog_mib(settings):.1f} MiB")
     print(f"  lag: extractor {group_lag(settings, f'{settings.namespace}.extractor', ['turns'])}, "
           f"memory {group_lag(settings, f'{settings.namespace}.memory', ['facts'])}, "
           + ", ".join(f"{k} {v}" for k, v in projector_lag(settings).items()), flush=True)

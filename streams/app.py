@@ -105,6 +105,21 @@ def tune_changelogs(app: faust.App, settings: Settings, timeout: float = 30.0) -
     return [r.name for r in resources]
 
 
+def report_table_sizes(app: faust.App, component: str, every: float = 15.0) -> None:
+    """Every `every` seconds, each state table's keys and value bytes into the worker's health:
+    state is what a faust worker's memory should track, so a soak can tell a growing state
+    (more users, fuller windows) from a leak (RSS growing at a flat state)."""
+    @app.timer(every)
+    async def sizes() -> None:
+        if resilience.CURRENT is None:
+            return
+        tables = {}
+        for name, table in app.tables.items():
+            values = list(table.values())
+            tables[name] = {"keys": len(values), "bytes": sum(len(v) for v in values if v)}
+        resilience.CURRENT.update(component, tables=tables)
+
+
 def raw_topic(app: faust.App, name: str):
     return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 

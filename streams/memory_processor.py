@@ -27,7 +27,7 @@ from memstream.domain.memory_state import Rules
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
-from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, state_table
+from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, report_table_sizes, state_table
 from streams.memory_core import MemoryCore, SealedStates
 from streams.session_summarizer import attach_session_summarizer
 
@@ -56,6 +56,7 @@ def build(settings: Settings, embedder: Embedder | None = None):
             await memory.send(key=out.key.encode(), value=encode(out.envelope, keys), partition=out.partition)
 
     guard = Guard("memory", dead, settings)
+    report_table_sizes(app, "memory")
 
     async def handle(event) -> None:
         msg = event.message
