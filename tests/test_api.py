@@ -23,7 +23,8 @@ def api_url(settings, pipeline):
         port = s.getsockname()[1]
     cmd = worker_command("x")[:3] + ["api", "--port", str(port)]
     log = open(settings.stack_dir / "logs" / f"{settings.namespace}-api.log", "ab")
-    proc = subprocess.Popen(cmd, env={**os.environ}, stdout=log, stderr=subprocess.STDOUT)
+    # waits of up to 60 s below (a cold pipeline's first publish): above the default MEMSTREAM_MAX_WAIT_S
+    proc = subprocess.Popen(cmd, env={**os.environ, "MEMSTREAM_MAX_WAIT_S": "120"}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
