@@ -176,7 +176,9 @@ def cmd_api(args) -> None:
 
     from memstream.app.api import create_app
     s = get_settings()
-    uvicorn.run(create_app(s), host=args.host or s.api_host, port=args.port or s.api_port, log_level="warning")
+    # SIGTERM: requests still waiting (at most MEMSTREAM_MAX_WAIT_S) are cancelled after 5 s, not awaited
+    uvicorn.run(create_app(s), host=args.host or s.api_host, port=args.port or s.api_port, log_level="warning",
+                timeout_graceful_shutdown=5)
 
 
 def cmd_worker(args) -> None:
