@@ -37,7 +37,7 @@ from memstream.domain.memory_rules import decide
 from memstream.domain.memory_state import Decision, Rules, UserState
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
-from schemas.codec import KeyRing, decode, make_envelope, open_blob, seal_blob
+from schemas.codec import KeyRing, decode, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
 
 PRODUCER = "memory-processor/1"
@@ -76,7 +76,7 @@ class SealedStates:
         self.keys = keys
 
     def dump(self, user: str, label: str, data: bytes) -> bytes:
-        return orjson.dumps(seal_blob(self.keys, user, label, data))
+        return kept_bytes(orjson.dumps(seal_blob(self.keys, user, label, data)))
 
     def load(self, user: str, label: str, blob: bytes) -> bytes | None:
         return open_blob(self.keys, user, label, orjson.loads(blob))
@@ -86,7 +86,7 @@ class PlainStates:
     """State values as they are: for a what-if whose state lives only in this process."""
 
     def dump(self, user: str, label: str, data: bytes) -> bytes:
-        return data
+        return kept_bytes(data)
 
     def load(self, user: str, label: str, blob: bytes) -> bytes | None:
         return blob

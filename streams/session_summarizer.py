@@ -33,7 +33,7 @@ from memstream.domain.sessions import (EPISODE_IMPORTANCE, SessionState, add_tur
 from memstream.embedding import Embedder
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
-from schemas.codec import KeyRing, encode, make_envelope, open_blob, seal_blob
+from schemas.codec import KeyRing, encode, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.events import FactExtracted, SessionSummarized
 from streams.app import DeadLetters, Guard, decode_keyed, fatal, raw_topic, state_table
 from streams.llm_channel import LlmClient
@@ -74,7 +74,7 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
 
     def save(user: str, session: str, state: SessionState) -> None:
         sealed = seal_blob(keys, user, f"session:{user}:{session}", orjson.dumps(state.to_dict()))
-        table[f"{user}\x00{session}".encode()] = orjson.dumps(sealed)
+        table[f"{user}\x00{session}".encode()] = kept_bytes(orjson.dumps(sealed))
 
     def load_open(user: str) -> list[str]:
         """The user's open sessions (session ids are never empty, so `user\x00` is free for this).
@@ -86,7 +86,7 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
 
     def save_open(user: str, sessions: list[str]) -> None:
         sealed = seal_blob(keys, user, f"sessions:{user}", orjson.dumps(sessions))
-        table[f"{user}\x00".encode()] = orjson.dumps(sealed)
+        table[f"{user}\x00".encode()] = kept_bytes(orjson.dumps(sealed))
 
     async def episodes(turn, told: list[tuple[str, SessionState, list[list]]]) -> list:
         """Fact events for the episodes of `told` ((session, its state, the messages)); the

@@ -250,7 +250,8 @@ def test_kafka_broker_killed_with_turns_flowing(fault_base):
 
 def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_base):
     """Oversized, malformed-ciphertext, NUL-user and key-less records on the turns and facts topics:
-    each dead-lettered once by the stage that reads it first, every good turn still decided."""
+    each dead-lettered once by the stage that reads it first, every good turn still decided; a
+    newline bomb among the good turns is extracted like any other turn, without a stall."""
     from confluent_kafka import Producer
 
     from memstream.bus import DEAD_LETTER_RAW_LIMIT, producer_config
@@ -259,7 +260,13 @@ def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_b
     pg.ensure_schema(s)
     keys = KeyStore(s)
     turns = _turns(60, f"pz{uuid.uuid4().hex[:4]}")
+    # not poison, but once a 53 s stall for every user: a statement, then 20 KB of newlines (the
+    # text past the extraction bound is not read)
+    bomb = make_envelope(TurnRecorded(session="s0", role="user", content="I like tea" + "\n" * 20_000 + "I live in Braga"),
+                         user=turns[2].user, time=turns[2].time + timedelta(seconds=1))
+    turns.insert(3, bomb)
     expected = _expected_facts(turns)
+    assert _expected_facts([bomb])   # its statements are still found
     sample = orjson.loads(encode(turns[0], keys))
     poison = [
         (turns[0].user, orjson.dumps({**sample, "id": str(uuid.uuid4()), "sealed": {**sample["sealed"], "ct": "%%bad%%" * 4}})),

@@ -202,3 +202,23 @@ def test_own_output_and_unreadable_records_are_ignored():
 def test_no_randomness_or_clock_in_the_core():
     """Two cores fed the same facts emit the same events, ids included (event times only)."""
     assert summary(run(plain_core())) == summary(run(plain_core()))
+
+
+def test_state_values_hold_no_more_memory_than_their_bytes():
+    """orjson.dumps keeps its whole growth buffer (a 171 KB result held ~2 MB): the values a state
+    table keeps for every user must be exact-size copies, or RSS grows ~10x the state."""
+    import tracemalloc
+
+    import orjson
+
+    from streams.memory_core import PlainStates
+    big = orjson.dumps({"recent": ["x" * 1700] * 100})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [PlainStates().dump("u", "state:u", orjson.dumps({"recent": ["x" * 1700] * 100, "n": i})) for i in range(20)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert all(len(k) >= len(big) for k in kept)
+    assert held < 1.2 * len(big), f"{held:.0f} bytes held per {len(big)}-byte value"
