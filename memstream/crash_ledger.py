@@ -8,17 +8,20 @@ is about to process in a small file before processing it and clears the mark onc
 committed:
 
 1. `load()` at start: a mark left behind means the previous process died with that unit in flight.
-2. A batch that overlaps such a suspect span is taken apart and processed one record at a time,
-   so a crash can be pinned to a single record (the batch's good records are not sacrificed).
-3. A single record's attempt count is 1 + the crashes it was in flight for: the batch-level crash
-   counts once, every crash with it alone in flight once more.
-4. When a record's count of past crashes reaches `limit`, `should_skip` says so: the consumer
-   dead-letters it (reason: crashed the worker N times) and its position moves on.
+2. A batch that overlaps such a suspect span is taken apart where it overlaps: the records
+   before and after stay whole units; the overlap is processed in chunks of CHUNK records (a
+   suspect span larger than that: a whole projector batch) or one record at a time (a suspect
+   chunk or small batch), so a crash is pinned to a single record within a crash or two, and
+   the good records around it are not sacrificed (nor processed one transaction each).
+3. A single record's count of crashes is 1 while it was only part of a larger suspect unit, and
+   then grows by one for every crash with it alone in flight.
+4. When that count reaches `limit`, `should_skip` says so: the consumer dead-letters it (reason:
+   crashed the worker N times) and its position moves on.
 
-Kill -9 from an operator also leaves a mark, which only costs the next run a few one-by-one
-records: a record is skipped only after `limit` crashes, the last `limit - 1` of them with that
-record alone in flight. The mark is a fixed-size pwrite into an open file, no fsync: it must
-survive the process (it does, in the page cache), not the machine.
+Kill -9 from an operator also leaves a mark, which only costs the next run some smaller units: a
+record is skipped only after `limit - 1` crashes with it alone in flight (after the one or two
+that narrowed a batch down to it). The mark is a fixed-size pwrite into an open file, no fsync:
+it must survive the process (it does, in the page cache), not the machine.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import orjson
 
 Position = tuple[str, int, int]          # topic, partition, offset
 SLOT = 4096                              # fixed-size mark: one pwrite, never a partial old tail
+CHUNK = 16                               # unit size inside a large suspect span
 
 
 def ledger_path(settings, component: str) -> Path:
@@ -80,11 +84,21 @@ class CrashLedger:
     def should_skip(self, pos: Position) -> bool:
         return self.crashes(pos) >= self.limit
 
+    def _suspect_size(self) -> int:
+        return sum(b - a + 1 for a, b in self.suspect.values())
+
     def units(self, records: list, position_of) -> list[list]:
-        """The batch as one unit, or one unit per record where it overlaps the suspect span."""
-        if not self.suspect or not any(self._in_suspect(position_of(r)) for r in records):
+        """The batch as one unit, or taken apart where it overlaps the suspect span (in order, so
+        each partition's records stay in their order): whole before, chunks or single records
+        across the overlap, whole after."""
+        inside = [i for i, r in enumerate(records) if self.suspect and self._in_suspect(position_of(r))]
+        if not inside:
             return [records] if records else []
-        return [[r] for r in records]
+        first, last = inside[0], inside[-1] + 1
+        size = CHUNK if self._suspect_size() > CHUNK else 1
+        middle = records[first:last]
+        return ([records[:first]] if first else []) + [middle[i:i + size] for i in range(0, len(middle), size)] \
+            + ([records[last:]] if last < len(records) else [])
 
     # -- marks ------------------------------------------------------------------------------------
 

@@ -33,14 +33,31 @@ def test_a_batch_in_flight_at_a_crash_is_taken_apart_and_only_that_batch(tmp_pat
     path = tmp_path / "l.json"
     process_dies(path, batch(100, 8))
     ledger = CrashLedger(path).load()
-    # the same records come back (maybe with more after them): one unit per record
+    # the same records come back, with others around them: one unit per suspect record, the
+    # records before and after stay whole
     units = ledger.units(batch(96, 16), lambda p: p)
-    assert units == [[p] for p in batch(96, 16)]
+    assert units == [batch(96, 4)] + [[p] for p in batch(100, 8)] + [batch(108, 4)]
     # a batch that does not overlap it (other partition, later offsets) stays whole
     assert ledger.units(batch(100, 8, partition=1), lambda p: p) == [batch(100, 8, partition=1)]
     assert ledger.units(batch(200, 8), lambda p: p) == [batch(200, 8)]
     # one batch-level crash is not enough to give up on any of its records
     assert not any(ledger.should_skip(p) for p in batch(100, 8))
+
+
+def test_a_large_batch_is_narrowed_in_chunks_first(tmp_path):
+    """A projector's whole batch (2,000 records) in flight at a crash: chunks of 16, not 2,000
+    transactions of one record; a chunk in flight at the next crash: single records."""
+    from memstream.crash_ledger import CHUNK
+    path = tmp_path / "l.json"
+    process_dies(path, batch(0, 2000))
+    ledger = CrashLedger(path).load()
+    units = ledger.units(batch(0, 2000), lambda p: p)
+    assert [len(u) for u in units] == [CHUNK] * (2000 // CHUNK)
+    assert sum(units, []) == batch(0, 2000)
+    process_dies(path, batch(320, CHUNK))
+    ledger = CrashLedger(path).load()
+    assert ledger.units(batch(0, 2000), lambda p: p) == [batch(0, 320)] + [[p] for p in batch(320, CHUNK)] + [batch(336, 1664)]
+    assert not any(ledger.should_skip(p) for p in batch(320, CHUNK))
 
 
 def test_the_record_that_kills_is_dead_lettered_after_the_limit_and_its_neighbours_are_not(tmp_path):

@@ -337,7 +337,8 @@ def test_a_record_that_kills_its_worker_every_time_is_dead_lettered_after_the_li
     dls = [d for d in dead_letters(s) if d["consumer"] == "extractor"]
     assert len(dls) == 1 and "crashed" in dls[0]["reason"], dls
     assert dls[0]["source"]["topic"] == s.topic("turns")
-    assert restarts["extractor"] == s.crash_loop_limit, restarts
+    # the unit it was in (a chunk of 16 first, when its batch was larger), then alone limit - 1 times
+    assert restarts["extractor"] in (s.crash_loop_limit, s.crash_loop_limit + 1), restarts
     assert restarts["memory"] == 0 and restarts["projectors"] == 0, restarts
     facts, *_ = _facts_and_decisions(s)
     print(f"\nFAULT crash-looping turn (extractor dies hard on it): lost=0 duplicated=0 recover_s={recover:.1f} "

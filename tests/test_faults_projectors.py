@@ -367,8 +367,9 @@ def test_a_fatal_error_stops_every_projector_and_the_worker_exits_non_zero(fault
 
 def test_a_record_that_kills_the_projector_every_time_is_dead_lettered_after_the_limit(fault_base):
     """A projector that raises an unexpected error on one record (a bug the record triggers) fails
-    fatally on every run: the first run loses the batch, the next ones narrow it down to that record
-    alone, and after crash_loop_limit failures the record is dead-lettered and the rest is applied.
+    fatally on every run: the first run loses the batch, the next ones narrow it down (a chunk, then
+    that record alone), and once it has failed alone crash_loop_limit - 1 times it is dead-lettered
+    and the rest is applied.
     (Each "process" here is a fresh runner; the crash ledger is the file a restarted process reads.)"""
     s = _ns(fault_base, "cl")
     keys = KeyStore(s)
@@ -394,7 +395,8 @@ def test_a_record_that_kills_the_projector_every_time_is_dead_lettered_after_the
             failures += 1
             continue
         break
-    assert failures == s.crash_loop_limit, failures
+    # the batch, a chunk of 16 around the record, then the record alone limit - 1 times
+    assert failures == s.crash_loop_limit + 1, failures
     assert runner.error is None and runner.dead_lettered == 1
     assert stored_total(s, "task-buffers") == total
     dls = [d for d in dead_letters(s) if d["consumer"] == "projector.task-buffers"]
