@@ -105,6 +105,14 @@ def classify(exc: BaseException) -> str:
             return TRANSIENT
     except ImportError:  # pragma: no cover
         pass
+    try:
+        # A table's changelog that faust has just created may be missing from the metadata for a
+        # moment ("… changelog topic has 0 partitions"): retry once the metadata has caught up.
+        from faust.exceptions import PartitionsMismatch
+        if isinstance(exc, PartitionsMismatch) and "has 0 partitions" in str(exc):
+            return TRANSIENT
+    except ImportError:  # pragma: no cover
+        pass
     # The publish helpers wrap a failed delivery in a MemstreamError naming it.
     if isinstance(exc, MemstreamError) and ("undelivered" in str(exc) or "publish to" in str(exc)):
         return POISON if "MSG_SIZE_TOO_LARGE" in str(exc) else TRANSIENT

@@ -5,6 +5,7 @@ import psycopg
 import pytest
 from aiokafka import errors as ak
 from confluent_kafka import KafkaError, KafkaException
+from faust.exceptions import PartitionsMismatch
 from neo4j import exceptions as nx
 
 from memstream.errors import InvalidEvent, MemstreamError
@@ -23,6 +24,8 @@ from memstream.resilience import FATAL, POISON, TRANSIENT, Unavailable, classify
     (ak.KafkaTimeoutError(), TRANSIENT),                            # faust's send timed out
     (ak.NotLeaderForPartitionError(), TRANSIENT),                   # leadership moving
     (MemstreamError("3 records undelivered: _MSG_TIMED_OUT"), TRANSIENT),
+    (PartitionsMismatch("changelog topic 'x' has 0 partitions"), TRANSIENT),  # just created, metadata behind
+    (PartitionsMismatch("changelog topic 'x' has 6 partitions"), FATAL),     # a real mismatch
     (ak.ProducerClosed(), FATAL),                                   # our own state is wrong
     (RuntimeError("a bug"), FATAL),
     (KeyError("x"), FATAL),
