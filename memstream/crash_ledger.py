@@ -87,6 +87,15 @@ class CrashLedger:
     def _suspect_size(self) -> int:
         return sum(b - a + 1 for a, b in self.suspect.values())
 
+    def give_up(self, pos: Position, consumer: str) -> str | None:
+        """The dead-letter reason if this record keeps killing `consumer` (and stop suspecting
+        it: the caller dead-letters it and commits past); None to process it."""
+        if not self.should_skip(pos):
+            return None
+        reason = f"{consumer} crashed {self.crashes(pos)} times with this record in flight"
+        self.forget(pos)
+        return reason
+
     def units(self, records: list, position_of) -> list[list]:
         """The batch as one unit, or taken apart where it overlaps the suspect span (in order, so
         each partition's records stay in their order): whole before, chunks or single records

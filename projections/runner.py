@@ -325,14 +325,12 @@ class ProjectorRunner:
                 positions[key] = mark[2]
                 recs.append(_Rec(m, tp, None, {key: mark[2]}))
                 continue
-            if len(msgs) == 1 and self.ledger.should_skip(_position(m)):
+            reason = self.ledger.give_up(_position(m), f"projector {self.projector.name}") if len(msgs) == 1 else None
+            if reason is not None:
                 # This record was in flight at the last crash_loop_limit deaths of this projector.
-                crashes = self.ledger.crashes(_position(m))
-                log.error("%s: %s:%s:%s was in flight at the last %d crashes; dead-lettering it",
-                          self.projector.name, *_position(m), crashes)
-                dead.append((m, f"projector {self.projector.name} crashed {crashes} times with this record in flight"))
+                log.error("%s: %s:%s:%s %s; dead-lettering it", self.projector.name, *_position(m), reason)
+                dead.append((m, reason))
                 recs.append(_Rec(m, tp, None, {}))
-                self.ledger.forget(_position(m))
                 continue
             try:
                 env = decode(m.value(), self.keys)

@@ -191,15 +191,11 @@ class Guard:
         """Mark `unit` in flight; False (after dead-lettering it) for a record that keeps killing us."""
         if self.ledger is None:
             return True
-        if len(unit) == 1 and self.ledger.should_skip(position(unit[0])):
-            event = unit[0]
-            crashes = self.ledger.crashes(position(event))
-            log.error("%s: %s:%s:%s was in flight at the last %d crashes; dead-lettering it", self.component,
-                      *position(event), crashes)
+        reason = self.ledger.give_up(position(unit[0]), self.component) if len(unit) == 1 else None
+        if reason is not None:
+            log.error("%s: %s:%s:%s %s; dead-lettering it", self.component, *position(unit[0]), reason)
             if self.dead is not None:
-                await self.run(lambda: self.dead.send(event, CrashLooped(
-                    f"{self.component} crashed {crashes} times with this record in flight")))
-            self.ledger.forget(position(event))
+                await self.run(lambda: self.dead.send(unit[0], CrashLooped(reason)))
             return False
         self.ledger.begin([position(e) for e in unit])
         return True
