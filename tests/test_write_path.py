@@ -22,7 +22,11 @@ def test_write_time_dedup_reinforces_instead_of_creating(settings, client, pipel
         client.record_turn(user, "s2", "user", again)
         mems = wait_for(lambda: (m := memories(settings, user)) and m[0]["access_count"] == 1 and m, what="reinforcement")
         assert len(mems) == 1, "a duplicate fact reinforces the memory, it does not create another"
-        nodes = graph(settings, "MATCH (m:Memory {ns: $ns, user: $u}) RETURN m.access_count AS a", u=user)
+        # The graph projector is its own consumer: wait for it to apply the reinforcement too.
+        nodes = wait_for(
+            lambda: (n := graph(settings, "MATCH (m:Memory {ns: $ns, user: $u}) RETURN m.access_count AS a", u=user)) == [{"a": 1}] and n,
+            what="graph reinforcement",
+        )
         assert nodes == [{"a": 1}]
 
 
