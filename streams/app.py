@@ -15,8 +15,9 @@ offset commit, and an event is acked only after the agent's body for it returned
 record caused is sent before its offset can be committed. The extractors additionally await the
 delivery of every fact and watermark of a batch before taking the next (a failed delivery is then
 retried, not silently dropped). Kafka transactions (faust's processing_guarantee="exactly_once")
-are not used: faust marks them experimental and #606 reports commits past in-flight messages;
-every stage's output has deterministic ids instead, so a re-read emits identical events that the
+are not used: faust marks them experimental. faust's own offset bookkeeping can commit over a
+record it skipped around a rebalance (#596 with #606's off-by-one): streams/offset_guard.py
+refuses such commits and re-reads the skipped record. Every stage's output has deterministic ids, so a re-read emits identical events that the
 projectors' upserts and the memory processor's applied window absorb.
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ from memstream.config import Settings
 from memstream.errors import InvalidEvent
 from memstream.resilience import POISON, TRANSIENT, Backoff, classify
 from schemas.codec import KeyRing, decode
+from streams import offset_guard
 
 log = logging.getLogger("memstream.streams")
 
@@ -42,7 +44,7 @@ log = logging.getLogger("memstream.streams")
 def make_app(name: str, settings: Settings) -> faust.App:
     datadir = settings.stack_dir / "faust" / settings.namespace / name
     datadir.mkdir(parents=True, exist_ok=True)
-    return faust.App(
+    app = faust.App(
         f"{settings.namespace}.{name}",
         broker=f"kafka://{settings.kafka_bootstrap}",
         key_serializer="raw",
@@ -61,6 +63,9 @@ def make_app(name: str, settings: Settings) -> faust.App:
         consumer_auto_offset_reset="earliest",
         datadir=str(datadir),
     )
+    # faust can skip a record around a rebalance and commit over it: streams/offset_guard.py
+    offset_guard.attach(app, name)
+    return app
 
 
 def changelog_configs(settings: Settings) -> dict[str, str]:

@@ -19,7 +19,9 @@ import signal
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import orjson
 import pytest
@@ -166,14 +168,29 @@ def _publish(settings, keys, turns, per_s: float) -> threading.Thread:
     return th
 
 
-def _run_fault(fault_base, tag: str, inject) -> None:
+@contextmanager
+def _injected(env: dict):
+    """Workers started inside see `env` and load tests/inject/sitecustomize.py (fault_env() copies
+    os.environ into their environment)."""
+    inject_dir = str(Path(__file__).parent / "inject")
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [inject_dir, os.environ.get("PYTHONPATH")]))}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def _run_fault(fault_base, tag: str, inject, env: dict | None = None) -> None:
     s = fault_base.model_copy(update={"namespace": f"{BASE}_f{tag}{uuid.uuid4().hex[:4]}"})
     ensure_topics(s)
     pg.ensure_schema(s)
     keys = KeyStore(s)
     turns = _turns(N_TURNS, f"{tag}{uuid.uuid4().hex[:4]}")
     expected = _expected_facts(turns)
-    with Pipeline(s) as pipe:
+    with _injected(env or {}), Pipeline(s) as pipe:
         # ready: a first turn goes all the way through
         first = _publish(s, keys, turns[:6], per_s=50)
         first.join()
@@ -189,7 +206,9 @@ def _run_fault(fault_base, tag: str, inject) -> None:
         wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=30, what="extractor lag 0")
         wait_for(lambda: _committed_lag(s, f"{s.namespace}.memory", ["facts"]) == 0, timeout=30, what="memory lag 0")
         restarts = dict(pipe.sup.restarts)
-        log_text = pipe.out.getvalue()
+        # the supervisor's lines, then each worker's own log
+        log_text = pipe.out.getvalue() + "".join(
+            pipe.sup.log_path(n).read_text(errors="replace") for n in pipe.sup.names if pipe.sup.log_path(n).exists())
     facts, fact_records, decided, ids, records = _facts_and_decisions(s)
     lost = len(expected - facts) + len(expected - decided)
     assert lost == 0
@@ -221,6 +240,20 @@ def test_kill_9_extractor_mid_burst(fault_base):
 def test_kill_9_memory_processor_mid_burst(fault_base):
     _, restarts = _run_fault(fault_base, "km", _kill("memory"))
     assert restarts["memory"] >= 1
+
+
+def test_a_record_the_stream_skips_is_read_again_not_committed_past(fault_base):
+    """faust can skip a fetched record around a rebalance (faust#596) and then commit over it
+    (faust#606's off-by-one): the kill -9 run above once lost a fact that way. The memory worker's
+    stream here skips one fact mid-burst exactly as faust does (tests/inject/sitecustomize.py); no
+    commit may pass it and streams/offset_guard.py must read it again: 0 lost, lag 0, no restart."""
+    def inject(s, pipe):
+        time.sleep(8)   # the skipped fact is decided by the healer meanwhile
+        return "the memory worker's stream skips one fact (faust#596)"
+    log_text, restarts = _run_fault(fault_base, "sk", inject, env={"MEMSTREAM_TEST_SKIP_ONCE": "facts:0:12"})
+    assert "test injection: the stream skips" in log_text, "the injection did not run"
+    assert "re-reading from" in log_text, "the skipped record came back some other way than the healer"
+    assert not any(restarts.values()), restarts
 
 
 def test_postgres_stopped_with_turns_flowing(fault_base):
@@ -306,7 +339,6 @@ def test_a_record_that_kills_its_worker_every_time_is_dead_lettered_after_the_li
     """A turn on which the extractor process dies hard (tests/inject/sitecustomize.py: os._exit in
     the middle of extraction, no Python error handling) restarts it crash_loop_limit times, then is
     dead-lettered with its position; every other turn, before and after it, becomes facts."""
-    from pathlib import Path
     s = fault_base.model_copy(update={"namespace": f"{BASE}_fcl{uuid.uuid4().hex[:4]}"})
     ensure_topics(s)
     pg.ensure_schema(s)
@@ -317,23 +349,14 @@ def test_a_record_that_kills_its_worker_every_time_is_dead_lettered_after_the_li
                         time=turns[20].time + timedelta(seconds=1))
     turns.insert(21, bad)
     expected = _expected_facts([t for t in turns if t is not bad])
-    inject_dir = str(Path(__file__).parent / "inject")
-    env = {"MEMSTREAM_TEST_CRASH_ON": marker,
-           "PYTHONPATH": os.pathsep.join(filter(None, [inject_dir, os.environ.get("PYTHONPATH")]))}
     t0 = time.monotonic()
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)   # fault_env() copies os.environ into the workers' environment
-    try:
-        with Pipeline(s) as pipe:
-            _publish(s, keys, turns, per_s=50).join()
-            wait_for(lambda: _settled(s, expected), timeout=240, interval=0.5, what="every other turn decided")
-            recover = time.monotonic() - t0
-            wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=60,
-                     what="extractor lag 0 (the crashing turn committed past)")
-            restarts = dict(pipe.sup.restarts)
-    finally:
-        for k, v in old.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    with _injected({"MEMSTREAM_TEST_CRASH_ON": marker}), Pipeline(s) as pipe:
+        _publish(s, keys, turns, per_s=50).join()
+        wait_for(lambda: _settled(s, expected), timeout=240, interval=0.5, what="every other turn decided")
+        recover = time.monotonic() - t0
+        wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=60,
+                 what="extractor lag 0 (the crashing turn committed past)")
+        restarts = dict(pipe.sup.restarts)
     dls = [d for d in dead_letters(s) if d["consumer"] == "extractor"]
     assert len(dls) == 1 and "crashed" in dls[0]["reason"], dls
     assert dls[0]["source"]["topic"] == s.topic("turns")
