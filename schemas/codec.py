@@ -3,7 +3,10 @@
 Decoding order (each step's reason in brackets):
  1. parse and validate the wire envelope          [a broken record is rejected before any use]
  2. find the (type, version) schema                [unknown versions go to the dead-letter topic]
- 3. open the sealed part with the user's data key  [a missing key means erased: data=None, no error]
+ 3. open the sealed part with the user's data key  [a missing key means erased: data=None, no error;
+                                                   the associated data of seal v2 is the whole clear
+                                                   envelope, so an altered type/time/causation/data
+                                                   fails here]
  4. validate the data against its own version      [errors name the field]
  5. upcast to the latest version                   [the rest of the code sees one shape per type]
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 import numpy as np
@@ -22,7 +25,7 @@ from pydantic import ValidationError
 
 from memstream.errors import InvalidEvent, InvalidInput, UnknownEventVersion
 from memstream.ids import random_bytes, uuid7
-from schemas.envelope import Envelope, WireEnvelope
+from schemas.envelope import SEAL_VERSION, Envelope, WireEnvelope
 from schemas.events import LATEST, REGISTRY, EventData
 from schemas.limits import check_id
 from schemas.upcasters import upcast
@@ -64,6 +67,38 @@ def _b64(text: str, what: str) -> bytes:
         raise InvalidEvent(f"{what} is not valid base64") from None
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+
+
+def clear_envelope(id: str, type: str, v: int, user: str, time: datetime, causation: str | None,
+                   correlation: str | None, producer: str, data: dict) -> bytes:
+    """A canonical encoding of everything an envelope keeps in the clear.
+
+    Canonical, so the writer (from the model) and a reader (from the parsed wire record) get the
+    same bytes: a JSON array in a fixed field order, object keys sorted, and the time as integer
+    microseconds since the epoch (the wire may spell one instant as 'Z' or '+00:00'; what is
+    authenticated is the instant). Used as seal v2's associated data and as the message of a
+    control event's MAC (schemas/control.py).
+    """
+    return orjson.dumps([id, type, v, user, (time - _EPOCH) // _US, causation, correlation, producer, data],
+                        option=orjson.OPT_SORT_KEYS)
+
+
+def seal_aad(seal_version: int, clear: bytes, event_id: str) -> bytes:
+    """The AES-GCM associated data of a seal contract version.
+
+    v1: the event id alone — a ciphertext cannot be moved to another event, but the clear type,
+        time, causation and data could be altered undetected. Read only (events written before).
+    v2: a domain tag + the canonical clear envelope — altering any clear field fails the tag.
+    The version travels in `sealed.v`; rewriting it cannot downgrade a record, because the
+    ciphertext only opens under the associated data it was sealed with.
+    """
+    if seal_version == 1:
+        return event_id.encode()
+    return b"memstream.seal/2\x00" + clear
+
+
 def check_user_id(user: str) -> None:
     """A user id routes (record key), keys (data key row) and names rows: the id contract of
     schemas/limits.py (1-200 printable characters; a NUL cannot even be stored in a Postgres text
@@ -101,8 +136,10 @@ def encode(env: Envelope, keys: KeyRing) -> bytes:
             personal[name] = _pack_vector(personal[name])
         kid, aead = keys.key_for_write(env.user)
         nonce = random_bytes(12)
-        ct = aead.encrypt(nonce, orjson.dumps(personal), env.id.encode())
-        record["sealed"] = {"kid": kid, "ct": base64.b64encode(nonce + ct).decode()}
+        aad = seal_aad(SEAL_VERSION, clear_envelope(env.id, env.type, env.version, env.user, env.time, env.causation,
+                                                    env.correlation, env.producer, clear), env.id)
+        ct = aead.encrypt(nonce, orjson.dumps(personal), aad)
+        record["sealed"] = {"v": SEAL_VERSION, "kid": kid, "ct": base64.b64encode(nonce + ct).decode()}
     # orjson writes the aware datetime as ISO 8601 with 'Z' for UTC (OPT_UTC_Z), microseconds kept.
     return orjson.dumps(record, option=orjson.OPT_UTC_Z)
 
@@ -134,10 +171,14 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
         blob = _b64(wire.sealed.ct, "sealed ciphertext")
         if len(blob) < 12 + 16:
             raise InvalidEvent(f"sealed ciphertext too short ({len(blob)} bytes; nonce and tag alone are 28)")
+        aad = seal_aad(wire.sealed.v, clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation,
+                                                     wire.correlation, wire.producer, wire.data), wire.id)
         try:
-            personal = orjson.loads(aead.decrypt(blob[:12], blob[12:], wire.id.encode()))
+            personal = orjson.loads(aead.decrypt(blob[:12], blob[12:], aad))
         except InvalidTag:
-            raise InvalidEvent("sealed part fails authentication (tampered, or moved from another event)") from None
+            what = "its clear envelope" if wire.sealed.v >= 2 else "its id"
+            raise InvalidEvent(f"sealed part fails authentication against {what} (seal v{wire.sealed.v}: "
+                               "tampered, or moved from another event)") from None
         except orjson.JSONDecodeError:
             raise InvalidEvent("sealed part is not a JSON object") from None
         if not isinstance(personal, dict):

@@ -1,9 +1,12 @@
 """The envelope every record carries, on the wire and in memory.
 
 Wire form (orjson): {id, type, v, user, time, causation, correlation, producer, data, sealed}.
-`data` holds the clear fields; `sealed` = {kid, ct} holds the personal fields, AES-GCM-encrypted
-with the user's data key and the event id as associated data (a ciphertext cannot be moved to
-another event). Kafka key = user id.
+`data` holds the clear fields; `sealed` = {v, kid, ct} holds the personal fields, AES-GCM-encrypted
+with the user's data key. The seal contract is versioned by `sealed.v` (schemas/codec.py,
+`seal_aad`): v2 (every event written since 2026-12) authenticates the whole clear envelope —
+id, type, v, user, time, causation, correlation, producer and the clear data — as associated
+data, so none of it can be altered without the record failing to open; v1 (no `v` on the wire,
+events written before) authenticated the event id only, and is still read. Kafka key = user id.
 """
 from __future__ import annotations
 
@@ -20,8 +23,15 @@ D = TypeVar("D", bound=EventData)
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
+SEAL_VERSION = 2   # the seal contract new events are written with
+
+
 class Sealed(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    v: int = Field(1, ge=1, le=SEAL_VERSION, description=(
+        "Seal contract version: what the AES-GCM associated data covers. 1 (absent; events written "
+        "before 2026-12): the event id. 2: a canonical encoding of the whole clear envelope (id, type, "
+        "v, user, time, causation, correlation, producer, data)."))
     kid: str = Field(min_length=1, description="Id of the user's data key that sealed `ct`.")
     ct: str = Field(min_length=16, description="base64(nonce ‖ AES-GCM ciphertext ‖ tag) of the personal fields (orjson).")
 

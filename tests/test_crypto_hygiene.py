@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import base64
 import os
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
 
 import orjson
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from memstream.errors import InvalidEvent
 from memstream.ids import random_bytes, uuid7
-from schemas.codec import encode, make_envelope
-from schemas.events import TurnRecorded
-from tests.helpers import unique_user
+from projections.queries import memories
+from schemas.codec import decode, encode, make_envelope
+from schemas.events import FactExtracted, MemoryCreated, TurnRecorded
+from tests.helpers import unique_user, wait_for
+from tests.kafka_helpers import dead_letters
 
 
 def _in_child(produce) -> list[str]:
@@ -62,3 +70,89 @@ def test_forked_child_seals_with_fresh_nonces(keys):
     child = _in_child(nonces)
     parent = nonces()
     assert not set(child) & set(parent), "parent and child sealed with the same nonce under one key"
+
+
+# -- seal v2: the associated data covers the clear envelope -----------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+T0 = datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)
+
+
+class FixtureKeys:
+    """The fixed key the seal-v1 fixture was written with (a test-only key, not a secret)."""
+    aead = AESGCM(bytes(range(32)))
+
+    def key_for_write(self, user):
+        return "fixture-kid", self.aead
+
+    def key_for_read(self, user, kid):
+        return self.aead if kid == "fixture-kid" else None
+
+
+def test_a_record_sealed_before_seal_v2_still_opens():
+    """tests/fixtures/turn.recorded.v2.seal-v1.json was written by the codec as it was before seal
+    v2 (associated data = the event id, no `sealed.v`): it still opens, as the log is never rewritten."""
+    raw = (FIXTURES / "turn.recorded.v2.seal-v1.json").read_bytes()
+    assert "v" not in orjson.loads(raw)["sealed"]
+    env = decode(raw, FixtureKeys())
+    assert env.data.content == "我叫张三 (sealed before seal v2)" and env.user == "fixture-user"
+
+
+def _sealed_fact(keys, user: str) -> dict:
+    fact = FactExtracted(fact_id=str(uuid.uuid4()), source_turn=str(uuid.uuid4()), channel="rule", key="name",
+                         value="张三", content="用户叫张三", category="identity", importance=0.9,
+                         embedding=[0.1, 0.2], embed_model="test")
+    env = make_envelope(fact, user=user, time=T0, causation=str(uuid.uuid4()), correlation="c1", producer="extractor/1")
+    wire = orjson.loads(encode(env, keys))
+    assert wire["sealed"]["v"] == 2
+    return wire
+
+
+TAMPERINGS = {
+    "type": lambda w: w.update(type="memory.created"),
+    "time": lambda w: w.update(time="2025-03-01T09:30:00Z"),
+    "causation": lambda w: w.update(causation=str(uuid.uuid4())),
+    "correlation": lambda w: w.update(correlation="c2"),
+    "producer": lambda w: w.update(producer="operator/1"),
+    "clear data": lambda w: w["data"].update(importance=0.1),
+    "downgraded to seal v1": lambda w: w["sealed"].pop("v"),
+}
+
+
+@pytest.mark.parametrize("what", list(TAMPERINGS))
+def test_altering_the_clear_envelope_after_sealing_fails_to_open(keys, what):
+    wire = _sealed_fact(keys, unique_user())
+    decode(orjson.dumps(wire), keys)   # untouched, it opens
+    TAMPERINGS[what](wire)
+    with pytest.raises(InvalidEvent, match="fails authentication"):
+        decode(orjson.dumps(wire), keys)
+
+
+def test_the_same_instant_spelt_differently_still_opens(keys):
+    """What is authenticated is the instant, not its spelling ('Z' and '+00:00' are one time)."""
+    wire = _sealed_fact(keys, unique_user())
+    wire["time"] = wire["time"].replace("Z", "+00:00")
+    assert decode(orjson.dumps(wire), keys).time == T0
+
+
+def test_a_tampered_record_is_dead_lettered_by_the_consumers(settings, client, keys, pipeline):
+    """On the real stack: a turn whose role was flipped after sealing (extractor, a faust agent) and a
+    memory.created whose time was moved (the projectors) both land in the dead-letter topic."""
+    user = unique_user("tamper")
+    turn = make_envelope(TurnRecorded(session="s1", role="assistant", content="I like tampering"), user=user)
+    wire = orjson.loads(encode(turn, keys))
+    wire["data"]["role"] = "user"    # would make an assistant turn extractable
+    client._producer.send(settings.topic("turns"), user, orjson.dumps(wire)).result(10)
+    created = MemoryCreated(memory_id=str(uuid.uuid4()), fact_id=str(uuid.uuid4()), content="c",
+                            category="general", importance=0.5, embedding=[0.1])
+    wire = orjson.loads(encode(make_envelope(created, user=user, time=T0), keys))
+    wire["time"] = "2020-01-01T00:00:00Z"
+    client._producer.send(settings.topic("memory"), user, orjson.dumps(wire)).result(10)
+
+    def mine():
+        return [d for d in dead_letters(settings) if d["key"] == user]
+    dls = wait_for(lambda: {d["source"]["topic"] for d in mine()} >= {settings.topic("turns"), settings.topic("memory")},
+                   what="the tampered records' dead letters") and mine()
+    assert all("fails authentication" in d["reason"] for d in dls), [d["reason"] for d in dls]
+    assert {d["consumer"] for d in dls} >= {"extractor"}
+    assert not memories(settings, user)
