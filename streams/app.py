@@ -29,7 +29,7 @@ import sys
 
 import faust
 
-from memstream import resilience
+from memstream import metrics, resilience
 from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.bus import check_record_key, dead_letter_key, dead_letter_record
 from memstream.config import Settings
@@ -64,7 +64,7 @@ def make_app(name: str, settings: Settings) -> faust.App:
         datadir=str(datadir),
     )
     # faust can skip a record around a rebalance and commit over it: streams/offset_guard.py
-    offset_guard.attach(app, name)
+    offset_guard.attach(app, name, settings.kafka_bootstrap)
     return app
 
 
@@ -149,6 +149,7 @@ class DeadLetters:
             consumer=self.consumer, key=msg.key, raw=msg.value))
         await fut
         self.count += 1
+        metrics.dead_lettered(self.consumer, reason)
 
 
 class CrashLooped(InvalidEvent):
@@ -210,6 +211,7 @@ class Guard:
             self.ledger.done()
 
     def _health(self, state: str, **info) -> None:
+        metrics.health_state(self.component, state)
         if resilience.CURRENT is not None:
             resilience.CURRENT.set(self.component, state, retries=self.retries,
                                    dead_lettered=self.dead.count if self.dead else 0, **info)
@@ -263,6 +265,7 @@ async def user_turns(batch, keys: KeyRing, dead: DeadLetters, guard: Guard | Non
     guard = guard or Guard(dead.consumer, dead)
     out = []
     for event in batch:
+        metrics.consumed(dead.consumer, event.message.topic, event.message.value)
         got: list = []
 
         async def one(event=event, got=got) -> None:

@@ -15,13 +15,17 @@ and the memory group's committed offset stood past it):
 `install()` fixes 2: a partition whose acks do not start at its committed offset is not committed
 (faust's registered gaps, offsets that do not exist in a compacted log, still count as acked).
 `OffsetHealer` turns 1 from a stall into a re-read: a hole at the head of a partition's acks that
-no in-flight record explains, seen on two consecutive checks, is re-read from the committed offset
-(a seek). Re-read records are processed again, which every stage absorbs (derived ids, the memory
-processor's applied window); a healed record is processed after later ones of its partition.
+no in-flight record explains, seen on two consecutive checks, is read again and handed to the
+streams. A healed record is processed after later ones of its partition (its decisions are made
+on a state that already holds them); a record handed over twice is absorbed as any re-read is
+(derived ids, the memory processor's applied window).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from dataclasses import dataclass
 
 from faust.transport.consumer import Consumer
 
@@ -57,13 +61,72 @@ def install() -> None:
     Consumer._new_offset = _new_offset
 
 
+@dataclass(frozen=True, slots=True)
+class FetchedRecord:
+    """A record read by `fetch_range`, shaped as the aiokafka record faust turns into a message."""
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    timestamp_type: int
+    headers: list
+    key: bytes | None
+    value: bytes | None
+    checksum: None = None
+
+    @property
+    def serialized_key_size(self) -> int:
+        return len(self.key or b"")
+
+    @property
+    def serialized_value_size(self) -> int:
+        return len(self.value or b"")
+
+
+def fetch_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                timeout: float = 15.0) -> list[FetchedRecord]:
+    """Records [start, end) of one partition, read with a group-less consumer of our own (blocking)."""
+    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import Consumer as KafkaConsumer
+    c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": "memstream-offset-guard",
+                       "enable.auto.commit": False, "enable.partition.eof": True})
+    out: list[FetchedRecord] = []
+    try:
+        c.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            if m.offset() >= end:
+                break
+            ts_type, ts = m.timestamp()
+            out.append(FetchedRecord(m.topic(), m.partition(), m.offset(), ts if ts_type else None, max(ts_type - 1, 0),
+                                     list(m.headers() or []), m.key(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
 class OffsetHealer:
     """Finds partitions whose acks start past their committed offset with nothing in flight there
-    (records faust skipped) and seeks them back, so the skipped records are read again."""
+    (records faust skipped) and hands those records to the app's streams again.
 
-    def __init__(self, component: str):
+    The records are read by a consumer of our own and delivered through faust's own message
+    callback, as the fetcher would: a seek would race faust's drain loop (which drops records
+    below the read offset it keeps setting from the batch in hand), and only the skipped records
+    are processed again, not everything after them."""
+
+    def __init__(self, component: str, bootstrap: str, redeliver_after: float = 30.0):
         self.component = component
+        self.bootstrap = bootstrap
+        self.redeliver_after = redeliver_after
         self.suspects: dict = {}
+        self.delivered: dict = {}   # tp -> (hole, monotonic time): not again while it is queued
         self.healed = 0
 
     def holes(self, consumer) -> dict:
@@ -77,29 +140,38 @@ class OffsetHealer:
         return out
 
     async def check(self, app) -> int:
-        """One check; returns the partitions re-read. Nothing is judged across a rebalance."""
+        """One check; returns the records handed to the streams again. Nothing is judged across a
+        rebalance (its own seek re-reads from the committed offsets)."""
         if app.rebalancing or not app.flow_control.is_active():
             self.suspects = {}
             return 0
         consumer = app.consumer
         holes = self.holes(consumer)
+        now = time.monotonic()
         healed = 0
         for tp, hole in holes.items():
-            if self.suspects.get(tp) == hole:
-                log.warning("%s: offsets %d..%d of %s:%d were skipped by the stream and never processed "
-                            "(faust#596); re-reading from %d", self.component, hole[0], hole[1] - 1,
-                            tp.topic, tp.partition, hole[0])
-                await consumer.seek(tp, hole[0])
-                healed += 1
-        self.suspects = {tp: h for tp, h in holes.items() if self.suspects.get(tp) != h}
+            if self.suspects.get(tp) != hole:
+                continue   # 1. seen once: maybe a record between fetch and stream; judge on the next check
+            last = self.delivered.get(tp)
+            if last is not None and last[0] == hole and now - last[1] < self.redeliver_after:
+                continue   # 2. handed over already and waiting in the stream's queue
+            log.warning("%s: offsets %d..%d of %s:%d were skipped by the stream and never processed "
+                        "(faust#596); reading them again", self.component, hole[0], hole[1] - 1, tp.topic, tp.partition)
+            # 3. read the hole ourselves and deliver it as faust's fetcher would
+            records = await asyncio.to_thread(fetch_range, self.bootstrap, tp.topic, tp.partition, *hole)
+            for record in records:
+                await consumer.callback(consumer._to_message(tp, record))
+            self.delivered[tp] = (hole, now)
+            healed += len(records)
+        self.suspects = holes
         self.healed += healed
         return healed
 
 
-def attach(app, component: str, every: float = 2.0) -> OffsetHealer:
+def attach(app, component: str, bootstrap: str, every: float = 2.0) -> OffsetHealer:
     """Guard an app's commits and heal skipped records every `every` seconds."""
     install()
-    healer = OffsetHealer(component)
+    healer = OffsetHealer(component, bootstrap)
 
     @app.timer(every)
     async def heal_skipped_offsets() -> None:

@@ -59,7 +59,7 @@ class InFlight:
 
 def test_a_hole_is_a_suspect_only_when_nothing_in_flight_explains_it():
     _, c = consumer()
-    healer = OffsetHealer("test")
+    healer = OffsetHealer("test", "127.0.0.1:1")
     c._committed_offset[TP0] = 37
     c._acked[TP0].extend([38, 39])
     assert healer.holes(c) == {TP0: (37, 38)}
