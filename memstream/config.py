@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     # -- HTTP API -------------------------------------------------------------------------
     api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")
     api_port: int = Field(8080, description="Port of `memstream api`.")
+    api_key: SecretStr | None = Field(None, description="The API key local clients send (the HTTP SDK, the demo, the tests). Unset: the local admin key `stack up` wrote to <stack_dir>/secrets/api.key.")
+    api_key_cache_s: float = Field(5.0, ge=0, le=300, description="Seconds the API trusts a verified API key without asking the database again: a revoked key is refused by every API process within this time.")
 
     # -- the input contract (schemas/limits.py; ids are always 1-200 printable characters) ----
     max_content_chars: int = Field(32_000, ge=1, le=200_000, description="Most characters of a turn's or step's content (and a task's goal), checked by the API (422), the SDK and the CLI before publishing; well under Kafka's 1 MB record limit even at 4 bytes a character.")

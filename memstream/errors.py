@@ -40,3 +40,7 @@ class Timeout(MemstreamError):
 class InvalidInput(MemstreamError, ValueError):
     """A caller's input breaks the input contract (schemas/limits.py): the message names the field
     and the limit. Also a ValueError, so a pydantic validator raising it yields a validation error."""
+
+
+class AccessDenied(MemstreamError):
+    """The HTTP API refused the API key: none or an unknown/revoked one (401), or a scope missing (403)."""

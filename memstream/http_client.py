@@ -4,6 +4,11 @@
     pos = api.record_turn("alice", "s1", "user", "我叫Alice")
     api.recall("alice", "我叫什么", after=pos["token"])
 
+Every call sends an API key (`Authorization: Bearer …`): the `api_key` argument, else
+MEMSTREAM_API_KEY, else the local admin key `memstream stack up` wrote (<stack_dir>/secrets/api.key).
+A refused key raises AccessDenied (401/403, the server's message names a missing scope); a user or
+memory outside the key's reach is a 404 (MemstreamError), as if it did not exist.
+
 Ids and content are checked against the input contract (schemas/limits.py) before a request is
 sent; what only the server knows (its size limits) comes back as a 413/422, raised as InvalidInput
 with the server's message naming the field and the limit.
@@ -14,7 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
-from memstream.errors import InvalidInput, MemstreamError, Timeout
+from memstream.errors import AccessDenied, InvalidInput, MemstreamError, Timeout
 from schemas.limits import check_content, check_id
 
 
@@ -29,7 +34,8 @@ def _check(resp: httpx.Response):
         if not isinstance(body, dict):
             body = {"error": str(body)[:300]}
         problems = "; ".join(body.get("problems") or [])
-        cls = InvalidInput if resp.status_code in (413, 422) else MemstreamError
+        cls = (InvalidInput if resp.status_code in (413, 422) else AccessDenied if resp.status_code in (401, 403)
+               else MemstreamError)
         raise cls(f"HTTP {resp.status_code}: {body.get('error')}" + (f": {problems}" if problems else ""))
     return body
 
@@ -48,6 +54,15 @@ def _seg(value: str) -> str:
         raise InvalidInput(f"id {value!r} contains '/', which a URL path of the HTTP API cannot carry "
                            f"(the POST routes, the Kafka SDK and the CLI can)")
     return quote(value, safe="")
+
+
+def _auth(api_key: str | None) -> dict:
+    """The Authorization header: the given key, else MEMSTREAM_API_KEY, else the local admin key."""
+    if api_key is None:
+        from memstream.config import get_settings
+        from memstream.privacy.tenants import local_api_key
+        api_key = local_api_key(get_settings())
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}   # none: the server's 401 says so
 
 
 def _drop_none(d: dict) -> dict:
@@ -100,8 +115,8 @@ class _Calls:
 
 
 class MemoryApi:
-    def __init__(self, base_url: str, timeout: float = 30.0):
-        self._http = httpx.Client(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url: str, timeout: float = 30.0, api_key: str | None = None):
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=_auth(api_key))
 
     def _call(self, spec):
         method, path, kw = spec
@@ -120,8 +135,8 @@ class MemoryApi:
 
 
 class AsyncMemoryApi:
-    def __init__(self, base_url: str, timeout: float = 30.0):
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url: str, timeout: float = 30.0, api_key: str | None = None):
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_auth(api_key))
 
     async def _call(self, spec):
         method, path, kw = spec

@@ -216,6 +216,13 @@ def _status(memory_id: str, events: list[dict]) -> str:
     return status
 
 
+def memory_user(settings: Settings, memory_id: str) -> str | None:
+    """Whose memory it is (the user of its indexed events), or None when nothing is indexed: the API
+    checks this before it audits (memory ids are global; users are per tenant)."""
+    rows = _rows(settings, "memory_ids @> ARRAY[%s]::text[]", (memory_id,), limit=1)
+    return rows[0]["user"] if rows else None
+
+
 def memory_audit(settings: Settings, memory_id: str, *, content: bool = True, keys=None, depth: int = 3) -> dict:
     """The memory's life: its events (each with its causation chain), where it came from (the fact
     and the turn), its parents (supersession, merges; recursively), children and links."""

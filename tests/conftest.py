@@ -22,8 +22,10 @@ from memstream.config import Settings, get_settings  # noqa: E402
 @pytest.fixture(scope="session")
 def stack():
     from memstream import stack as local_stack
-    local_stack.up()
-    return True
+    local_stack.up()              # also writes this namespace's local admin key (secrets/api-<ns>.key)
+    yield True
+    from memstream.privacy.tenants import local_key_file
+    local_key_file(get_settings()).unlink(missing_ok=True)   # one per test namespace: not left behind
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +38,17 @@ def settings(stack) -> Settings:
     ensure_topics(s)
     ensure_schema(s)
     return s
+
+
+@pytest.fixture(scope="session")
+def admin_key(settings) -> str:
+    """The local admin key, made the way `stack up` makes it (a 0600 file under the stack's secrets,
+    one per namespace); the HTTP SDK and the CLI find it there by default."""
+    from memstream.privacy.apikeys import ensure_local_admin_key
+    from memstream.privacy.tenants import local_api_key, local_key_file
+    ensure_local_admin_key(settings)          # `stack up` (the stack fixture) made it already: kept as is
+    assert local_key_file(settings).stat().st_mode & 0o777 == 0o600
+    return local_api_key(settings)
 
 
 @pytest.fixture(scope="session")

@@ -13,11 +13,12 @@ import pytest
 from memstream.errors import MemstreamError
 from memstream.http_client import AsyncMemoryApi, MemoryApi
 from memstream.app.workers import worker_command
+from tests.auth_helpers import bearer
 from tests.helpers import unique_user
 
 
 @pytest.fixture(scope="module")
-def api_url(settings, pipeline):
+def api_url(settings, pipeline, admin_key):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -73,16 +74,17 @@ def test_async_sdk(api_url):
     ("/v1/turns", {"user": "u", "session": "s", "role": "user", "content": "hi", "at": "2026-01-01T00:00:00"},
      "at: Input should have timezone info"),
 ])
-def test_bad_requests_get_a_422_that_says_what_is_wrong(api_url, path, body, problem):
-    resp = httpx.post(api_url + path, json=body)
+def test_bad_requests_get_a_422_that_says_what_is_wrong(api_url, admin_key, path, body, problem):
+    resp = httpx.post(api_url + path, json=body, headers=bearer(admin_key))
     assert resp.status_code == 422
     assert any(problem in p for p in resp.json()["problems"]), resp.json()
 
 
-def test_other_4xx_and_the_openapi_document(api_url):
-    resp = httpx.post(api_url + "/v1/context", json={"user": "u", "query": "q", "slot_budgets": {"jokes": 5}})
+def test_other_4xx_and_the_openapi_document(api_url, admin_key):
+    auth = bearer(admin_key)
+    resp = httpx.post(api_url + "/v1/context", json={"user": "u", "query": "q", "slot_budgets": {"jokes": 5}}, headers=auth)
     assert resp.status_code == 422 and any("jokes" in p for p in resp.json()["problems"])
-    resp = httpx.post(api_url + "/v1/recall", json={"user": "u", "query": "q", "after": "garbage"})
+    resp = httpx.post(api_url + "/v1/recall", json={"user": "u", "query": "q", "after": "garbage"}, headers=auth)
     assert resp.status_code == 422 and resp.json()["problems"][0].startswith("after:")
     spec = httpx.get(api_url + "/openapi.json").json()
     assert {"/v1/recall", "/v1/context", "/v1/turns", "/v1/users/{user}/profile"} <= set(spec["paths"])

@@ -96,12 +96,12 @@ def test_audit_on_the_command_line(settings, moved):
     assert missing.returncode == 2 and b"no events of memory" in missing.stderr
 
 
-def test_audit_over_http(settings, moved):
+def test_audit_over_http(settings, moved, admin_key):
     from fastapi.testclient import TestClient
 
     from memstream.app.api import create_app
     user, _, porto, lisbon = moved
-    with TestClient(create_app(settings)) as http:
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {admin_key}"}) as http:
         r = http.get(f"/v1/audit/memories/{porto}")
         assert r.status_code == 200 and r.json()["parents"][0]["memory_id"] == lisbon
         r = http.get(f"/v1/audit/users/{user}", params={"content": "true", "limit": 5})

@@ -17,6 +17,7 @@ from memstream.app.ticker import publish_ticks
 from projections import pg
 from projections.queries import audit_events, memories, preferences, session_window
 from memstream.app.api import create_app
+from tests.auth_helpers import admin_headers
 from query.recall import RecallRequest, recall
 from query.store import ReadModels
 from schemas.events import MemoryRecalled
@@ -130,7 +131,7 @@ def test_an_archived_memory_stays_recallable_and_a_recall_revives_it(live):
     assert items[old]["content"] == "用户小时候在杭州学过围棋" and graph_nodes(live, user)[old]["status"] == "archived"
     assert nearest(live, user, basis(3, dim)) == [(old, "archived")]       # row and embedding intact
     # recall finds it in the archive tier, marks it, and names it in memory.recalled: the processor revives it
-    with TestClient(create_app(live)) as http:
+    with TestClient(create_app(live), headers=admin_headers(live)) as http:
         hits = http.post("/v1/recall", json={"user": user, "query": "围棋", "k": 3}).json()
     assert [(h["memory_id"], h["why"].get("archived")) for h in hits] == [(old, True)]
     recalls = wait_for(lambda: [a for a in audit_events(live, user) if a["type"] == "memory.recalled"],
@@ -151,7 +152,7 @@ def test_recall_publishes_memory_recalled_from_the_api_and_the_cli(live, monkeyp
     with MemoryClient(live) as client:
         client.record_turn(user, "s1", "user", "I like green tea")
     [mem] = wait_for(lambda: memories(live, user), what="the memory")
-    with TestClient(create_app(live)) as http:
+    with TestClient(create_app(live), headers=admin_headers(live)) as http:
         hits = http.post("/v1/recall", json={"user": user, "query": "green tea", "k": 3}).json()
     assert [h["memory_id"] for h in hits] == [mem["memory_id"]]
     monkeypatch.setattr(cli, "get_settings", lambda: live)
@@ -214,7 +215,7 @@ def test_a_session_that_overflows_its_window_gets_a_summary(live):
     plain = wait_for(lambda: summarized("plain"), what="the extractive summary")
     assert plain["summary"]["channel"] == "rule"
     assert plain["summary"]["summary"].startswith("user: [plain] 第0条：我们聊聊旅行 / assistant: [plain] 第1条：我们聊聊旅行 /")
-    with TestClient(create_app(live)) as http:
+    with TestClient(create_app(live), headers=admin_headers(live)) as http:
         assert http.get(f"/v1/users/{user}/sessions/trip").json()["summary"]["summary"] == LLM_SUMMARY
 
 

@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from memstream.errors import InvalidInput, MemstreamError
 from memstream.http_client import MemoryApi
+from tests.auth_helpers import bearer
 from tests.helpers import unique_user
 
 pytestmark = pytest.mark.timeout(300)
@@ -38,8 +39,8 @@ def app(settings):
 
 
 @pytest.fixture(scope="module")
-def api(app):
-    with TestClient(app, raise_server_exceptions=False) as c:
+def api(app, admin_key):
+    with TestClient(app, raise_server_exceptions=False, headers=bearer(admin_key)) as c:
         yield c
 
 
@@ -149,7 +150,7 @@ def test_a_wait_is_bounded_and_holds_no_thread(api, settings):
 
     async def go():
         transport = httpx.ASGITransport(app=api.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=api.headers) as c:
             waits = [asyncio.create_task(c.get(f"/v1/users/u/preferences?after={far}&wait_s=3")) for _ in range(60)]
             await asyncio.sleep(0.5)
             t0 = time.monotonic()
@@ -213,8 +214,8 @@ def test_the_http_sdk_refuses_bad_ids_before_sending_and_names_server_limits():
     api.close()
 
 
-def test_the_http_sdk_raises_the_servers_422_and_413(app):
-    with TestClient(app, raise_server_exceptions=False) as c:
+def test_the_http_sdk_raises_the_servers_422_and_413(app, admin_key):
+    with TestClient(app, raise_server_exceptions=False, headers=bearer(admin_key)) as c:
         api = MemoryApi("http://t")
         api._http = c                                  # the same SDK code over the in-process app
         with pytest.raises(InvalidInput, match="HTTP 413: request body over"):
@@ -283,7 +284,7 @@ def test_an_over_long_session_id_from_kafka_is_dead_lettered_by_the_projector(se
 
 # -- the published schema, checked by schemathesis --------------------------------------------
 
-def test_schemathesis_no_5xx_and_conformance(settings):
+def test_schemathesis_no_5xx_and_conformance(settings, admin_key):
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, Phase, given, settings as hsettings
 
@@ -305,7 +306,7 @@ def test_schemathesis_no_5xx_and_conformance(settings):
                        suppress_health_check=list(HealthCheck))
             @given(case=operation.as_strategy())
             def run(case):
-                response = case.call()
+                response = case.call(headers=bearer(admin_key))
                 if response.status_code >= 500 and response.status_code != 503:
                     failures.append(f"{operation.method} {operation.path}: {response.status_code} {response.text[:300]}")
                 try:

@@ -92,11 +92,11 @@ def test_as_of_on_the_command_line(settings, moved):
     assert done.returncode == 2 and b"timezone" in done.stderr
 
 
-def test_as_of_over_http(settings, moved):
+def test_as_of_over_http(settings, moved, admin_key):
     from fastapi.testclient import TestClient
 
     from memstream.app.api import create_app
-    with TestClient(create_app(settings)) as http:
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {admin_key}"}) as http:
         r = http.post("/v1/recall", json={"user": moved, "query": "where do I live?", "k": 3, "as_of": BETWEEN.isoformat()})
         assert r.status_code == 200, r.text
         assert [h["content"] for h in r.json()] == ["User lives in Paris"]

@@ -11,6 +11,14 @@ MEMSTREAM_MAX_BODY_BYTES. A breach is a 422 naming the field (413 for a body too
 status a route can answer is declared in its OpenAPI `responses`. Errors are {"error", "problems"}
 and never carry internals: an unexpected exception is a generic 500 (logged here), an outage 503.
 Waits for `after` are asyncio waits (query/consistency.py): they hold no thread.
+
+Trust boundary (memstream/privacy/tenants.py, apikeys.py): every route needs an API key
+(`Authorization: Bearer <key>` or `X-API-Key`) — none or an unknown/revoked one is a 401, one
+without the route's scope a 403 naming it. A key belongs to a tenant, and the user ids a caller
+names are that tenant's: they become `<tenant>/<user>` inside (bare for tenant `default`), so a
+tenant can neither name nor read another tenant's users; answers carry the caller's own ids. A
+key bound to one end user gets 404 for any other user, and a memory id whose memory is not the
+caller's is a 404 too (memory ids are global).
 """
 import logging
 import re
@@ -18,15 +26,18 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
 from memstream.config import Settings, get_settings
 from memstream.errors import InvalidEvent, InvalidInput, Timeout
+from memstream.privacy.apikeys import ApiKeys
+from memstream.privacy.tenants import NotYours, Principal
 from projections.queries import session_window, task_status, task_steps
 from query.consistency import wait_until_applied_async
 from query.context import ContextRequest, build_context
@@ -49,12 +60,23 @@ def _iso_only(value):
     raise ValueError("must be an ISO 8601 date-time with a timezone, e.g. 2026-01-02T10:00:00+00:00")
 
 
+def _no_slash(value: str) -> str:
+    """'/' separates a tenant from its users inside memstream (tenants.py): a caller may not use it."""
+    if "/" in value:
+        raise InvalidInput(f"user id {value!r} contains '/', which the HTTP API does not accept "
+                           f"(it separates a tenant from its users)")
+    return value
+
+
+# The input contract's user id, less '/' (the pattern tells generated clients and schemathesis).
+ApiUserId = Annotated[UserId, Field(json_schema_extra={"pattern": r"^[^\u0000-\u001f\u007f-\u009f/]+$"}),
+                      AfterValidator(_no_slash)]
 IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
 After = Field(None, pattern=TOKEN_PATTERN,
               description="Position token from a publish: wait until it is applied (read your writes).")
 AsOf = Field(None, description="Time travel: answer from what memory held at this time (ISO 8601 with timezone; "
                                "replayed from the log, see replay/timetravel.py).")
-UserParam = Annotated[UserId, Path(description="The user every result is scoped to (1-200 printable characters).")]
+UserParam = Annotated[ApiUserId, Path(description="The user every result is scoped to (1-200 printable characters).")]
 Tag = Annotated[str, Field(max_length=200)]
 
 
@@ -72,7 +94,7 @@ class Position(BaseModel):
 
 class TurnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
-    user: UserId = Field(description="The user every result is scoped to.")
+    user: ApiUserId = Field(description="The user every result is scoped to (one of the API key's tenant).")
     session: SessionId
     role: Literal["user", "assistant", "system", "tool"]
     content: Text = Field(min_length=1)
@@ -83,7 +105,7 @@ class TurnIn(BaseModel):
 
 class StepIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
-    user: UserId
+    user: ApiUserId
     task: TaskId
     content: Text = Field(min_length=1)
     status: Literal["ok", "failed", "pending"] = "ok"
@@ -94,7 +116,7 @@ class StepIn(BaseModel):
 
 class RecallIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
-    user: UserId
+    user: ApiUserId
     query: Text = Field(min_length=1, max_length=4000)
     k: int = Field(10, ge=1, le=100)
     categories: list[Tag] | None = Field(None, max_length=20, description="Any of these categories.")
@@ -121,7 +143,7 @@ class RecallHitOut(BaseModel):
 
 class ContextIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
-    user: UserId
+    user: ApiUserId
     query: Text = Field(min_length=1, max_length=4000)
     session: SessionId | None = None
     task: TaskId | None = None
@@ -203,7 +225,11 @@ class BodyLimit:
 
 
 def _responses(*codes: int) -> dict:
-    what = {404: "Not found", 413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
+    """Every route also answers 401 (no or unknown key), 403 (a scope missing) and 404 (a user or
+    memory outside the key's reach: another tenant's, or not the key's bound user)."""
+    codes = tuple(sorted({401, 403, 404, *codes}))
+    what = {401: "No API key, or an unknown or revoked one", 403: "The API key lacks a scope this needs (named)",
+            404: "Not found, or not reachable with this API key", 413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
             422: "Invalid input: `problems` names each field", 503: "Not applied yet within wait_s, "
             "or a backing service is unavailable: retry later"}
     return {c: {"model": ErrorOut, "description": what[c]} for c in codes}
@@ -218,7 +244,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from memstream.sdk import MemoryClient
         state["models"] = ReadModels(settings)
         state["client"] = MemoryClient(settings)
+        state["keys"] = ApiKeys(settings)
         yield
+        state["keys"].close()
         state["client"].close()
         state["models"].close()
 
@@ -271,6 +299,64 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # starlette re-raises it after this answer, so the server logs the traceback; the caller sees none
         return JSONResponse(status_code=500, content={"error": "internal error"})
 
+    @app.exception_handler(NotYours)
+    async def not_yours(request: Request, exc: NotYours):
+        return JSONResponse(status_code=404, content={"error": "not found"})
+
+    # -- the trust boundary: a key, its tenant, its scopes -------------------------------------
+    bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer msk_…` "
+                                                      "(`memstream keys create-api-key`).")
+    header = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same API key, as a header.")
+    unauthenticated = {"WWW-Authenticate": "Bearer"}
+
+    def scoped(*scopes: str):
+        """A dependency: the verified key (Principal) when it holds every one of `scopes`."""
+        async def principal(b: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
+                            h: Annotated[str | None, Security(header)] = None) -> Principal:
+            token = (b.credentials if b is not None else None) or h
+            if not token:
+                raise HTTPException(401, "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`",
+                                    headers=unauthenticated)
+            keys: ApiKeys = state["keys"]
+            known, p = keys.cached(token)          # the common case: no I/O, no thread
+            if not known:
+                p = await run_in_threadpool(keys.verify, token)
+            if p is None:
+                raise HTTPException(401, "unknown or revoked API key", headers=unauthenticated)
+            missing = [sc for sc in scopes if sc not in p.scopes]
+            if missing:
+                raise HTTPException(403, f"this API key lacks the scope {missing[0]}")
+            return p
+        return principal
+
+    needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read")}
+    app.state.auth_dependencies = needs     # bench/auth.py overrides them to time the same path without auth
+    Writer = Annotated[Principal, Depends(needs["memory:write"])]
+    Reader = Annotated[Principal, Depends(needs["memory:read"])]
+    Auditor = Annotated[Principal, Depends(needs["audit:read"])]
+
+    def content_allowed(p: Principal, content: bool) -> None:
+        if content and "audit:content" not in p.scopes:
+            raise HTTPException(403, "this API key lacks the scope audit:content (needed for content=true; "
+                                     "pass content=false for the clear fields alone)")
+
+    def external(obj, p: Principal):
+        """An answer with every `user` in the caller's own ids; a user outside its reach is a bug
+        upstream and is never shown (404)."""
+        if isinstance(obj, dict):
+            out = {}
+            for k, v in obj.items():
+                if k == "user" and isinstance(v, str):
+                    if not p.owns(v):
+                        log.error("answer for tenant %s held a user outside it; refused", p.tenant)
+                        raise NotYours("no such user")
+                    v = p.external(v)
+                out[k] = external(v, p)
+            return out
+        if isinstance(obj, list):
+            return [external(x, p) for x in obj]
+        return obj
+
     def models() -> ReadModels:
         return state["models"]
 
@@ -280,21 +366,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn",
               responses=_responses(413, 422, 503))
-    def publish_turn(body: Turn) -> dict:
-        return state["client"].record_turn(body.user, body.session, body.role, body.content, task=body.task,
+    def publish_turn(body: Turn, p: Writer) -> dict:
+        return state["client"].record_turn(p.internal(body.user), body.session, body.role, body.content, task=body.task,
                                            at=body.at).as_dict()
 
     @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
               responses=_responses(413, 422, 503))
-    def publish_step(body: Step) -> dict:
-        return state["client"].record_step(body.user, body.task, body.content, status=body.status, kind=body.kind,
+    def publish_step(body: Step, p: Writer) -> dict:
+        return state["client"].record_step(p.internal(body.user), body.task, body.content, status=body.status, kind=body.kind,
                                            session=body.session, at=body.at).as_dict()
 
     @app.post("/v1/recall", response_model=list[RecallHitOut], summary="Recall memories relevant to a query",
               responses=_responses(413, 422, 503))
-    async def recall_route(body: Recall) -> list[dict]:
+    async def recall_route(body: Recall, p: Reader) -> list[dict]:
+        user = p.internal(body.user)
         await wait(body.after, RECALL_READS, body.wait_s)
-        req = RecallRequest(body.user, body.query, body.k, body.categories, body.tags, body.max_age_hours,
+        req = RecallRequest(user, body.query, body.k, body.categories, body.tags, body.max_age_hours,
                             body.min_score, body.expand)
         if body.as_of is not None:  # reading the past is not a use of the memories: nothing is published
             from replay.timetravel import recall_as_of
@@ -304,12 +391,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # processor refreshes the returned memories' access from it.
         event = recalled_event(hits, "api")
         if event is not None:
-            state["client"].publish_nowait("memory", event, user=body.user)
+            state["client"].publish_nowait("memory", event, user=user)
         return [h.as_dict() for h in hits]
 
     @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category",
              responses=_responses(422, 503))
-    async def profile_route(user: UserParam, after: AfterQ = None, wait_s: WaitQ = 5.0, as_of: AsOfQ = None) -> dict:
+    async def profile_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = 5.0,
+                            as_of: AsOfQ = None) -> dict:
+        user = p.internal(user)
         await wait(after, PROFILE_READS, wait_s)
         if as_of is not None:
             from replay.timetravel import profile_as_of
@@ -317,7 +406,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return await run_in_threadpool(profile, models(), user)
 
     @app.get("/v1/users/{user}/preferences", summary="The key-value preference table", responses=_responses(422, 503))
-    async def preferences_route(user: UserParam, after: AfterQ = None, wait_s: WaitQ = 5.0, as_of: AsOfQ = None) -> dict:
+    async def preferences_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = 5.0,
+                                as_of: AsOfQ = None) -> dict:
+        user = p.internal(user)
         await wait(after, ("kv-preferences",), wait_s)
         if as_of is not None:
             from replay.timetravel import profile_as_of
@@ -325,45 +416,54 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return (await run_in_threadpool(profile, models(), user))["preferences"]
 
     @app.get("/v1/audit/memories/{memory_id}", summary="A memory's whole life, with causation chains",
-             responses=_responses(404, 422, 503))
+             responses=_responses(422, 503))
     def audit_memory_route(memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
-                           content: bool = True) -> dict:
-        from replay.audit import NotFound, memory_audit
+                           p: Auditor, content: bool = True) -> dict:
+        from replay.audit import NotFound, memory_audit, memory_user
+        content_allowed(p, content)
+        owner = memory_user(settings, memory_id)
+        if owner is None or not p.owns(owner):      # another tenant's memory is as absent as none
+            raise NotYours("no such memory")
         try:
-            return memory_audit(settings, memory_id, content=content)
-        except NotFound as exc:
-            raise HTTPException(404, str(exc)) from None
+            return external(memory_audit(settings, memory_id, content=content), p)
+        except NotFound:
+            raise NotYours("no such memory") from None
 
     @app.get("/v1/audit/users/{user}", summary="A user's timeline: every indexed event, oldest first",
              responses=_responses(422, 503))
-    def audit_user_route(user: UserParam, content: bool = False,
+    def audit_user_route(user: UserParam, p: Auditor, content: bool = False,
                          limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
                          since: Annotated[IsoTime | None, Query()] = None,
                          until: Annotated[IsoTime | None, Query()] = None) -> dict:
         from replay.audit import user_timeline
-        return user_timeline(settings, user, content=content, limit=limit, since=since, until=until)
+        content_allowed(p, content)
+        return external(user_timeline(settings, p.internal(user), content=content, limit=limit, since=since,
+                                      until=until), p)
 
     @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task", responses=_responses(422, 503))
-    async def steps_route(user: UserParam, task: Annotated[TaskId, Path()],
+    async def steps_route(user: UserParam, task: Annotated[TaskId, Path()], p: Reader,
                           k: Annotated[int, Query(ge=1, le=settings.task_buffer_size,
                                                   description="Steps wanted (at most the ring buffer size).")] = 20,
                           after: AfterQ = None, wait_s: WaitQ = 5.0) -> dict:
+        user = p.internal(user)
         await wait(after, ("task-buffers",), wait_s)
         return await run_in_threadpool(lambda: {"task": task_status(settings, user, task),
                                                 "steps": task_steps(settings, user, task, k)})
 
     @app.get("/v1/users/{user}/sessions/{session}", summary="The session window (recent messages)",
              responses=_responses(422, 503))
-    async def session_route(user: UserParam, session: Annotated[SessionId, Path()], after: AfterQ = None,
+    async def session_route(user: UserParam, session: Annotated[SessionId, Path()], p: Reader, after: AfterQ = None,
                             wait_s: WaitQ = 5.0) -> dict:
+        user = p.internal(user)
         await wait(after, ("session-windows",), wait_s)
         return await run_in_threadpool(session_window, settings, user, session, with_summary=True)
 
     @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget",
               responses=_responses(413, 422, 503))
-    async def context_route(body: Context) -> dict:
+    async def context_route(body: Context, p: Reader) -> dict:
+        user = p.internal(body.user)
         await wait(body.after, RECALL_READS + PROFILE_READS, body.wait_s)
-        return await build_context(models(), ContextRequest(body.user, body.query, body.session, body.task,
+        return await build_context(models(), ContextRequest(user, body.query, body.session, body.task,
                                                              body.budget, dict(body.slot_budgets), body.k))
 
     return app

@@ -252,9 +252,45 @@ def cmd_ticker(args) -> None:
 
 
 def cmd_keys(args) -> None:
+    if args.action != "rotate":
+        return _api_keys(args)
     from memstream.privacy.keystore import KeyStore
     keys = KeyStore(get_settings())
     print(f"re-wrapped {keys.rotate_master()} data keys with the current master key")
+
+
+def _api_keys(args) -> None:
+    """API keys of the HTTP API (memstream/privacy/apikeys.py). Whoever runs this has the stack's
+    database credentials, i.e. is already an operator: the CLI needs no API key for it."""
+    from memstream.privacy.apikeys import ApiKeys
+    keys = ApiKeys(get_settings())
+    try:
+        if args.action == "create-api-key":
+            if not args.tenant or not args.scopes:
+                raise InvalidInput("create-api-key needs --tenant and --scopes (comma-separated)")
+            info, token = keys.create(args.tenant, args.scopes.split(","), user=args.user, name=args.name or "")
+            # The key itself, once, on stdout (for a pipe or a secrets manager); it is stored only hashed.
+            _print({**info, "api_key": token}, True) if args.json else print(token)
+            if not args.json:
+                print(f"key {info['key_id']} for tenant {info['tenant']} ({','.join(info['scopes'])})"
+                      + (f", bound to user {args.user}" if args.user else "") + ": shown once, store it now",
+                      file=sys.stderr)
+        elif args.action == "list-api-keys":
+            rows = keys.list(args.tenant)
+            if args.json:
+                _print(rows, True)
+            for r in [] if args.json else rows:
+                print(f"{r['key_id']}  {r['tenant']:<12} {','.join(r['scopes']):<48} user={r['user'] or '*'}  "
+                      f"{'revoked ' + r['revoked_at'] if r['revoked_at'] else 'active'}  {r['name']}")
+        else:
+            if not args.id:
+                raise InvalidInput("revoke-api-key needs the key id (see list-api-keys)")
+            if not keys.revoke(args.id):
+                raise MemstreamError(f"no active API key {args.id}")
+            s = get_settings()
+            print(f"revoked {args.id} (API processes refuse it within {s.api_key_cache_s:g} s, MEMSTREAM_API_KEY_CACHE_S)")
+    finally:
+        keys.close()
 
 
 def cmd_topics(args) -> None:
@@ -403,8 +439,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_ticker)
 
-    s = sub.add_parser("keys", help="key store operations")
-    s.add_argument("action", choices=["rotate"])
+    s = sub.add_parser("keys", help="key store operations: master key rotation, the HTTP API's keys")
+    s.add_argument("action", choices=["rotate", "create-api-key", "list-api-keys", "revoke-api-key"])
+    s.add_argument("id", nargs="?", help="revoke-api-key: the key id")
+    s.add_argument("--tenant", help="create-api-key: the tenant ([a-z0-9][a-z0-9-]{0,39}); list-api-keys: only its keys")
+    s.add_argument("--scopes", help="create-api-key: comma-separated, of memory:write, memory:read, audit:read, "
+                                    "audit:content, admin")
+    s.add_argument("--user", help="create-api-key: bind the key to this one end user")
+    s.add_argument("--name", help="create-api-key: a label")
+    s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_keys)
 
     s = sub.add_parser("topics", help="create the namespace's topics")

@@ -151,6 +151,9 @@ def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
         print(_line(svc.name, result[svc.name]["state"], pid, svc.address, svc.log_file, notes.get(svc.name, "")))
     if errors:
         raise StackError("; ".join(errors))
+    # The local admin key (tenant default, every scope) for the CLI, demo, HTTP SDK and tests: never printed.
+    from memstream.privacy.apikeys import ensure_local_admin_key
+    print(f"api key: {ensure_local_admin_key(s)}")
     print(f"stack up in {time.monotonic() - t0:.1f} s")
     return result
 
