@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     # -- HTTP API -------------------------------------------------------------------------
     api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")
     api_port: int = Field(8080, description="Port of `memstream api`.")
+
+    # -- metrics (memstream/metrics.py) -------------------------------------------------------
+    metrics_port: int = Field(9460, ge=0, le=65500, description="Prometheus metrics of the workers: each serves /metrics on this port plus its fixed offset (extractor +1, memory +2, projectors +3, llm-extractor +4, ticker +5); 0 = none. The API serves its own at /metrics on its port.")
+    metrics_host: str = Field("127.0.0.1", description="Where the workers' metrics endpoints listen.")
+    metrics_lag_cache_s: float = Field(5.0, ge=0, description="The API's /metrics reads consumer lag from Kafka at most this often (seconds); scrapes in between get the last read.")
     api_key: SecretStr | None = Field(None, description="The API key local clients send (the HTTP SDK, the demo, the tests). Unset: the local admin key `stack up` wrote to <stack_dir>/secrets/api.key.")
     api_key_cache_s: float = Field(5.0, ge=0, le=300, description="Seconds the API trusts a verified API key without asking the database again: a revoked key is refused by every API process within this time.")
 

@@ -7,10 +7,12 @@ queries differ for e5 models ("passage: " / "query: " prefixes), so the interfac
 from __future__ import annotations
 
 import os
+import time
 from array import array
 from collections import OrderedDict
 from typing import Protocol
 
+from memstream import metrics
 from memstream.config import Settings
 from memstream.errors import ConfigError
 
@@ -85,7 +87,7 @@ class CachedEmbedder:
     def passages(self, texts: list[str]) -> list[list[float]]:
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
-            for text, vec in zip(missing, self._inner.passages(missing)):
+            for text, vec in zip(missing, _metered("passage", self._inner.passages, missing)):
                 self._cache[text] = array("f", vec)
             self.misses += len(missing)
         out = []
@@ -100,7 +102,19 @@ class CachedEmbedder:
         return out
 
     def query(self, text: str) -> list[float]:
-        return self._inner.query(text)
+        return _metered("query", self._inner.query, text)
+
+
+def _metered(kind: str, call, arg):
+    """One embedder call, its outcome and latency into memstream_embedder_calls/_seconds."""
+    started = time.perf_counter()
+    try:
+        out = call(arg)
+    except Exception:
+        metrics.embedder_call(kind, "error", time.perf_counter() - started)
+        raise
+    metrics.embedder_call(kind, "ok", time.perf_counter() - started)
+    return out
 
 
 def make_embedder(settings: Settings) -> Embedder:

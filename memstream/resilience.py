@@ -161,6 +161,7 @@ class Health:
         self.interval = interval
         self._lock = threading.Lock()
         self._components: dict[str, dict] = {}
+        self.extra: dict = {}   # about the process, not a component (e.g. its metrics endpoint)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.started = time.time()
@@ -178,7 +179,7 @@ class Health:
     def snapshot(self) -> dict:
         with self._lock:
             return {"worker": self.worker, "pid": os.getpid(), "started": self.started, "heartbeat": time.time(),
-                    "components": {k: dict(v) for k, v in self._components.items()}}
+                    "components": {k: dict(v) for k, v in self._components.items()}, **self.extra}
 
     def write(self) -> None:
         try:

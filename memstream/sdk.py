@@ -14,6 +14,7 @@ import asyncio
 from concurrent.futures import Future
 from datetime import datetime
 
+from memstream import metrics
 from memstream.bus import EventProducer, Position, ensure_topics
 from memstream.config import Settings, get_settings
 from pydantic import ValidationError
@@ -52,7 +53,9 @@ class MemoryClient:
                        correlation: str | None = None, causation: str | None = None) -> Future:
         check_id(user, "user id")
         env = make_envelope(data, user=user, time=at, correlation=correlation, causation=causation, producer=PRODUCER)
-        return self._producer.send(self.settings.topic(topic), user, encode(env, self.keys))
+        sent = self._producer.send(self.settings.topic(topic), user, encode(env, self.keys))
+        metrics.produced("sdk", topic, env.type)
+        return sent
 
     # -- turns ----------------------------------------------------------------------------------
     def _checked(self, user: str, content: str | None, at: datetime | None) -> None:

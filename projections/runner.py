@@ -33,7 +33,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.bus import EventProducer, check_record_key, dead_letter_key, dead_letter_record
-from memstream import watermarks
+from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
 from memstream.resilience import POISON, TRANSIENT, Backoff, Health, StalePosition, Unavailable, classify
@@ -158,6 +158,7 @@ class ProjectorRunner:
             "heartbeat.interval.ms": 3000,
         })
         self._dlq: EventProducer | None = None
+        self._consumer_name = f"projector.{projector.name}"   # its label in memstream_events_consumed
         # What was in flight when an earlier process died (crash loops: memstream/crash_ledger.py)
         self.ledger = CrashLedger(ledger_path(settings, f"projector.{projector.name}{group_suffix}"),
                                   settings.crash_loop_limit).load()
@@ -165,6 +166,7 @@ class ProjectorRunner:
 
     # -- health ----------------------------------------------------------------------------------
     def _set_health(self, state: str, **info) -> None:
+        metrics.health_state(self.projector.name, state)
         if self.health is not None:
             self.health.set(self.projector.name, state, applied=self.applied, dead_lettered=self.dead_lettered,
                             retries=self.retries, stale_batches=self.stale_batches, **info)
@@ -320,6 +322,7 @@ class ProjectorRunner:
                 continue
             positions[tp] = m.offset() + 1
             mark = watermarks.parse(m.headers())
+            metrics.consumed(self._consumer_name, m.topic(), m.value(), "watermark" if mark is not None else None)
             if mark is not None:
                 key = watermarks.position_key(mark[0], mark[1])
                 positions[key] = mark[2]
@@ -352,6 +355,7 @@ class ProjectorRunner:
             self._dead_letter(dead)
         # 2. data + positions, one transaction, fenced on the positions we started from
         items = [r.item for r in recs if r.item is not None]
+        started = time.perf_counter()
         try:
             self.projector.apply(items, positions, expected=self._expected(positions))
         except Exception as exc:  # noqa: BLE001 - classified
@@ -362,6 +366,7 @@ class ProjectorRunner:
             self._apply_isolating(recs)
             self.ledger.done()
             return
+        metrics.projector_batch(self.projector.name, time.perf_counter() - started, len(items))
         self._committed(positions, len(items))
         self.ledger.done()
 
@@ -423,18 +428,19 @@ class ProjectorRunner:
             if where in self._dead_sent:   # already sent by an earlier try of this batch
                 continue
             log.warning("dead-letter %s:%s:%s (%s): %s", *where, self.projector.name, reason[:300])
-            futures.append((where, self._dlq.send(topic, dead_letter_key(m.key()), dead_letter_record(
+            futures.append((where, reason, self._dlq.send(topic, dead_letter_key(m.key()), dead_letter_record(
                 self.keys, reason=reason, topic=m.topic(), partition=m.partition(), offset=m.offset(),
                 consumer=f"projector.{self.projector.name}", key=m.key(), raw=m.value()))))
         if not futures:
             return
         self._dlq.flush()
-        for where, fut in futures:
+        for where, reason, fut in futures:
             exc = fut.exception(timeout=0)
             if exc is not None:
                 raise Unavailable(f"dead letter for {where} not delivered: {exc}")
             self._dead_sent.add(where)
             self.dead_lettered += 1
+            metrics.dead_lettered(self._consumer_name, reason)
         if len(self._dead_sent) > 100_000:
             self._dead_sent.clear()
 

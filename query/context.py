@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from memstream.domain.token_budget import Slot, assemble
+from memstream.metrics import timed_query
 from projections.queries import session_window, task_steps
 from query.profile import profile
 from query.recall import RecallRequest, recall
@@ -53,6 +54,7 @@ def _recent(models: ReadModels, req: ContextRequest) -> list[str]:
     return [f"{m['role']}: {m['content']}" for m in session_window(models.settings, req.user, req.session)]
 
 
+@timed_query("context")   # memstream_query_seconds{query="context"}
 async def build_context(models: ReadModels, req: ContextRequest) -> dict:
     # 1. fill the slots concurrently (each is an independent read)
     (constraints, about, profiled), hits, (done, failing), recent = await asyncio.gather(

@@ -28,6 +28,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
+from memstream.metrics import timed_query
 from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
@@ -180,6 +181,7 @@ def _filters(req: RecallRequest, now: datetime) -> tuple[sql.Composable, dict]:
     return sql.SQL(" AND ").join(where), params
 
 
+@timed_query("recall")   # memstream_query_seconds{query="recall"}
 def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = None,
            now: datetime | None = None) -> list[RecallHit]:
     w = weights or weights_from(models.settings)

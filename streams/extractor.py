@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from memstream import watermarks
+from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
@@ -58,6 +58,8 @@ def build(settings: Settings, embedder: Embedder):
                 sent.append(await facts.send(value=b"", partition=partition,
                                              headers=watermarks.header(turns_name, partition, next_offset)))
             await asyncio.gather(*sent)
+            metrics.produced("extractor", facts.get_topic_name(), "fact.extracted", len(found))
+            metrics.produced("extractor", facts.get_topic_name(), "watermark", len(ends))
         await guard.run(publish)
 
     @app.agent(turns)

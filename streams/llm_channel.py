@@ -26,6 +26,7 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memstream import metrics
 from memstream.config import Settings
 from memstream.domain.classification import CATEGORIES
 
@@ -224,6 +225,7 @@ class LlmClient:
                 return schema.model_validate_json(_strip_fences(answer))
             except ValidationError as exc:
                 self.invalid_outputs += 1
+                metrics.llm_call(what, "invalid_output")
                 reason = exc.errors()[0]["msg"] if exc.errors() else str(exc)
                 if ask == 2:
                     self.failures += 1
@@ -263,11 +265,14 @@ class LlmClient:
                         resp = await self._client.chat.completions.create(
                             model=self.model, messages=messages, temperature=0,
                             response_format=response_format or {"type": "json_object"})
+                metrics.llm_call(what, "ok")
                 return (resp.choices[0].message.content or "") if resp.choices else ""
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure of the endpoint is counted, never raised
-                if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
+                timed_out = isinstance(exc, (TimeoutError, openai.APITimeoutError))
+                metrics.llm_call(what, "timeout" if timed_out else "error")
+                if timed_out:
                     self.timeouts += 1
                 retry = _retryable(exc) and attempt < self.max_attempts
                 log.warning("llm %s: attempt %d/%d failed after %.2fs: %s%s", what, attempt, self.max_attempts,

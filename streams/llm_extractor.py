@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from memstream import metrics
 from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
@@ -57,6 +58,7 @@ def build(settings: Settings, embedder: Embedder, llm: LlmClient | None = None):
             #    before the batch is acked
             await asyncio.gather(*[await facts.send(key=fact.user.encode(), value=encode(fact, keys))
                                    for fact in found])
+            metrics.produced(APP_NAME, facts.get_topic_name(), "fact.extracted", len(found))
         await guard.run(publish)
 
     @app.agent(turns)

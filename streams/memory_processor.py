@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from memstream import watermarks
+from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
 from memstream.embedding import Embedder
@@ -54,6 +54,8 @@ def build(settings: Settings, embedder: Embedder | None = None):
     async def send_all(outgoing) -> None:
         for out in outgoing:   # the core saves its state only after the last one was sent
             await memory.send(key=out.key.encode(), value=encode(out.envelope, keys), partition=out.partition)
+            metrics.produced("memory", memory_topic, out.envelope.type)
+            metrics.decision(out.envelope.type)
 
     guard = Guard("memory", dead, settings)
     report_table_sizes(app, "memory")
@@ -61,6 +63,7 @@ def build(settings: Settings, embedder: Embedder | None = None):
     async def handle(event) -> None:
         msg = event.message
         mark = watermarks.parse(msg.headers)
+        metrics.consumed("memory", msg.topic, msg.value, "watermark" if mark is not None else None)
         if mark is not None:
             # A source watermark: pass it on, in order, after this partition's decisions.
             if msg.topic == facts_topic:

@@ -16,6 +16,26 @@ NAMESPACE = os.environ.setdefault("MEMSTREAM_TEST_NAMESPACE", "t" + uuid.uuid4()
 os.environ["MEMSTREAM_NAMESPACE"] = NAMESPACE
 os.environ.setdefault("MEMSTREAM_PARTITIONS", "3")
 
+
+def _free_port_block(width: int = 8) -> int:
+    """A base port whose next `width` ports are free here: workers serve /metrics on base + offset
+    (memstream/metrics.py), and sessions side by side (CI and a developer) must not share them."""
+    import random
+    import socket
+    for _ in range(100):
+        base = random.randrange(20000, 60000)
+        try:
+            for port in range(base + 1, base + width):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    return 0   # none found: workers run without metrics endpoints
+
+
+os.environ.setdefault("MEMSTREAM_METRICS_PORT", str(_free_port_block()))
+
 from memstream.config import Settings, get_settings  # noqa: E402
 
 

@@ -36,6 +36,8 @@ LAYERS: dict[str, tuple[int, str]] = {
     "memstream.stack": (2, "core"),
     "memstream.resilience": (2, "core"),
     "memstream.crash_ledger": (2, "core"),
+    "memstream.metrics": (2, "core"),
+    "memstream.lag": (2, "core"),
     "streams": (3, "streams"),
     "projections": (3, "projections"),
     "query": (4, "query"),

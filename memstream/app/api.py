@@ -253,6 +253,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="memstream", version="1", lifespan=lifespan,
                   description="Long-term memory for AI agents. Every query is scoped to one user.")
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    from memstream.metrics import mount
+    mount(app, settings)   # GET /metrics, with consumer lag; no label holds personal data, so no API key
 
     # -- the settings' limits, in the request models (so the OpenAPI document shows them) --------
     limit = settings.max_content_chars

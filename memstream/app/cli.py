@@ -214,6 +214,16 @@ def cmd_pipeline(args) -> None:
             print(f"    {comp:<18}{c.get('state', '?'):<9}for {c.get('for_s')}s{why}")
 
 
+def cmd_status(args) -> None:
+    from memstream.app.status import endpoint_line, lag_lines, lag_rows
+    if args.json:   # the workers' health (as `pipeline status --json`) and every partition's lag
+        from memstream.app.workers import pipeline_status
+        _print({**pipeline_status(get_settings()), "lag": lag_rows(get_settings())}, True)
+        return
+    cmd_pipeline(args)
+    print("\n".join([endpoint_line(get_settings()), *lag_lines(get_settings())]))
+
+
 def cmd_demo(args) -> None:
     from memstream.app.demo import run_demo
     run_demo(get_settings())
@@ -412,6 +422,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["status"])
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_pipeline)
+    s = sub.add_parser("status", help="the workers' health and every consumer group's lag")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_status)
     sub.add_parser("demo", help="bring up the stack and run a short demo conversation").set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("erase", help="erase a user: user.erased + delete their data key")

@@ -46,6 +46,8 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
     from memstream import resilience
     health = resilience.CURRENT = Health(settings, name).start()
     health.set(name, "starting")
+    from memstream.metrics import serve_worker
+    serve_worker(settings, name, health)     # /metrics on MEMSTREAM_METRICS_PORT + this worker's offset
     ensure_topics(settings)
     if name != "projectors":
         health.set(name, "running")
@@ -282,6 +284,7 @@ def pipeline_status(settings: Settings, stale_after: float = 5.0) -> dict:
         out[name] = {"state": state, "pid": pid if alive else None, "heartbeat_age_s": round(age, 1) if age is not None else None,
                      "restarts": sup_workers.get(name, {}).get("restarts"),
                      "last_exit": sup_workers.get(name, {}).get("last_exit"),
+                     "metrics": h.get("metrics") if alive else None,   # {"port": …}: its /metrics endpoint
                      "components": {k: {**v, "for_s": round(now - v["since"], 1) if v.get("since") else None}
                                     for k, v in comps.items()}}
     return {"supervisor": {"pid": sup["pid"], "alive": pid_alive(sup["pid"])} if sup else None, "workers": out}
