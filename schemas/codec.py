@@ -3,6 +3,8 @@
 Decoding order (each step's reason in brackets):
  1. parse and validate the wire envelope          [a broken record is rejected before any use]
  2. find the (type, version) schema                [unknown versions go to the dead-letter topic]
+ 2b. verify a control event's MAC                  [a forged erase/forget/tick acts on nothing: it is
+                                                   poison, dead-lettered by every consumer]
  3. open the sealed part with the user's data key  [a missing key means erased: data=None, no error;
                                                    the associated data of seal v2 is the whole clear
                                                    envelope, so an altered type/time/causation/data
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
@@ -32,10 +36,22 @@ from schemas.upcasters import upcast
 
 VECTOR_FIELDS = frozenset({"embedding"})
 
+# Events that make consumers delete or age state rather than add to it. Each must prove it was
+# written by memstream (an HMAC with the key store's system control key): anyone who can produce
+# to Kafka could otherwise erase or forget any user, or move everyone's clock forward.
+CONTROL_TYPES = frozenset({"user.erased", "user.forgotten", "memory.forgotten", "decay.ticked"})
+
 
 class KeyRing(Protocol):
     def key_for_write(self, user: str) -> tuple[str, AESGCM]: ...
     def key_for_read(self, user: str, kid: str) -> AESGCM | None: ...
+    # The system key for control events' MACs: kid None → the current (kid, key); else that key or None.
+    def control_key(self, kid: str | None = None) -> tuple[str, bytes] | None: ...
+
+
+def control_mac(key: bytes, clear: bytes) -> str:
+    """HMAC-SHA256 of a control event's canonical clear envelope, domain-separated from seal v2."""
+    return base64.b64encode(hmac.new(key, b"memstream.control/1\x00" + clear, hashlib.sha256).digest()).decode()
 
 
 def _format_validation(prefix: str, exc: ValidationError) -> str:
@@ -130,6 +146,11 @@ def encode(env: Envelope, keys: KeyRing) -> bytes:
     record: dict = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
                     "time": env.time, "causation": env.causation,
                     "correlation": env.correlation, "producer": env.producer, "data": clear}
+    if env.type in CONTROL_TYPES:
+        # Control types seal nothing (asserted by the contract tests), so the clear envelope is all of it.
+        kid, key = keys.control_key()
+        record["auth"] = {"kid": kid, "mac": control_mac(key, clear_envelope(
+            env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation, env.producer, clear))}
     if data.SEALED:
         personal = {k: full[k] for k in data.SEALED}
         for name in VECTOR_FIELDS & personal.keys():
@@ -159,6 +180,9 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
         known = sorted(v for (t, v) in REGISTRY if t == wire.type)
         raise UnknownEventVersion(
             f"unknown event {wire.type} v{wire.v} (known versions: {known or 'none'})")
+    # 2b. proof of origin of a control event
+    if wire.type in CONTROL_TYPES:
+        _verify_control(wire, keys)
     # 3. sealed part
     values = dict(wire.data)
     if cls.SEALED:
@@ -205,6 +229,19 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
             raise InvalidEvent(_format_validation(f"upcast to v{latest.VERSION}: data.", exc)) from None
     return Envelope(wire.id, wire.type, latest.VERSION, wire.user, wire.time, wire.causation,
                     wire.correlation, wire.producer, data, wire.v)
+
+
+def _verify_control(wire: WireEnvelope, keys: KeyRing) -> None:
+    if wire.auth is None:
+        raise InvalidEvent(f"{wire.type} carries no proof of origin (`auth`): control events must be "
+                           "authenticated with the key store's control key")
+    got = keys.control_key(wire.auth.kid)
+    if got is None:
+        raise InvalidEvent(f"{wire.type} is authenticated with an unknown control key {wire.auth.kid!r}")
+    expected = control_mac(got[1], clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation,
+                                                  wire.correlation, wire.producer, wire.data))
+    if not hmac.compare_digest(expected, wire.auth.mac):
+        raise InvalidEvent(f"{wire.type} fails its MAC (forged, or altered after it was written)")
 
 
 def kept_bytes(data: bytes) -> bytes:

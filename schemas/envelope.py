@@ -6,7 +6,10 @@ with the user's data key. The seal contract is versioned by `sealed.v` (schemas/
 `seal_aad`): v2 (every event written since 2026-12) authenticates the whole clear envelope —
 id, type, v, user, time, causation, correlation, producer and the clear data — as associated
 data, so none of it can be altered without the record failing to open; v1 (no `v` on the wire,
-events written before) authenticated the event id only, and is still read. Kafka key = user id.
+events written before) authenticated the event id only, and is still read. Control events
+(schemas/codec.py, CONTROL_TYPES) carry `auth` = {kid, mac}: an HMAC over the same canonical clear
+envelope with the key store's system control key, so only memstream's own writers can erase,
+forget or tick. Kafka key = user id.
 """
 from __future__ import annotations
 
@@ -36,6 +39,12 @@ class Sealed(BaseModel):
     ct: str = Field(min_length=16, description="base64(nonce ‖ AES-GCM ciphertext ‖ tag) of the personal fields (orjson).")
 
 
+class ControlAuth(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kid: str = Field(min_length=1, max_length=64, description="Id of the key store's control key that made `mac`.")
+    mac: str = Field(min_length=43, max_length=44, description="base64 HMAC-SHA256 over the canonical clear envelope.")
+
+
 class WireEnvelope(BaseModel):
     """The envelope as it travels; validated before anything else is read."""
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,6 +58,9 @@ class WireEnvelope(BaseModel):
     producer: str = Field(min_length=1, description="Who wrote it (component/version).")
     data: dict = Field(description="Clear fields of the event type's schema.")
     sealed: Sealed | None = Field(None, description="Personal fields, sealed; absent when the type has none.")
+    auth: ControlAuth | None = Field(None, description=(
+        "Proof of origin of a control event (user.erased, user.forgotten, memory.forgotten, decay.ticked): "
+        "an HMAC with a system key of the key store. Required on those types, absent on the others."))
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from memstream.domain.consolidation import consolidate, consolidation_due, forge
 from memstream.domain.ledger import BUCKETS, Ledger
 from memstream.domain.memory_rules import decide
 from memstream.domain.memory_state import Decision, Rules, UserState
+from memstream.bus import check_record_key
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, decode, kept_bytes, make_envelope, open_blob, seal_blob
@@ -198,15 +199,18 @@ class MemoryCore:
         """One raw record from the memory topic: its own output (ignored) or an input it acts on.
         Unreadable records are left to the projectors, which dead-letter memory-topic records."""
         kind = peek_type(value)
-        if kind == "user.erased" and key:
-            self.drop_user(key.decode(), erased=True)
+        if kind not in CONTROL and kind != "user.erased":
             return
-        if kind not in CONTROL:
-            return
+        # Decoded before acting, never trusted from the peeked type: decode verifies a control
+        # event's MAC (schemas/codec.py), so a user.erased produced by anyone but memstream drops nothing.
         try:
             env = decode(value, self.keys)
+            check_record_key(key, env.user)
         except InvalidEvent:
             return   # the projectors dead-letter memory-topic records; once is enough
+        if env.type == "user.erased":
+            self.drop_user(env.user, erased=True)
+            return
         if not env.erased:
             yield from self.on_control(env, partition)
 

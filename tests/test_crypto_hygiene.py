@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from memstream.errors import InvalidEvent
 from memstream.ids import random_bytes, uuid7
 from projections.queries import memories
-from schemas.codec import decode, encode, make_envelope
-from schemas.events import FactExtracted, MemoryCreated, TurnRecorded
+from schemas.codec import CONTROL_TYPES, decode, encode, make_envelope
+from schemas.events import LATEST, FactExtracted, MemoryCreated, TurnRecorded, UserErased
 from tests.helpers import unique_user, wait_for
 from tests.kafka_helpers import dead_letters
 
@@ -156,3 +156,17 @@ def test_a_tampered_record_is_dead_lettered_by_the_consumers(settings, client, k
     assert all("fails authentication" in d["reason"] for d in dls), [d["reason"] for d in dls]
     assert {d["consumer"] for d in dls} >= {"extractor"}
     assert not memories(settings, user)
+
+
+# -- control events carry a MAC of the key store's control key --------------------------------
+
+def test_control_types_seal_nothing_and_are_signed(keys):
+    """The MAC covers the clear envelope only, which is all of a control event (nothing sealed):
+    a user.erased must verify after the user's key is gone."""
+    for t in CONTROL_TYPES:
+        assert not LATEST[t].SEALED, t
+    user = unique_user("ctl")
+    wire = orjson.loads(encode(make_envelope(UserErased(), user=user), keys))
+    assert wire["auth"]["kid"] == keys.control_key()[0]
+    keys.erase(user)
+    assert decode(orjson.dumps(wire), keys).type == "user.erased"

@@ -19,6 +19,12 @@ def graph_nodes(settings, user):
         return s.run("MATCH (m:Memory {ns: $ns, user: $u}) RETURN count(m) AS n", ns=settings.namespace, u=user).single()["n"]
 
 
+def follows_edges(settings, user):
+    with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+        return s.run("MATCH (:Memory {ns: $ns, user: $u})-[r:FOLLOWS]->(:Memory) RETURN count(r) AS n",
+                     ns=settings.namespace, u=user).single()["n"]
+
+
 def test_erased_user_disappears_everywhere_and_others_stay(settings, client, keys, pipeline):
     victim, bystander = unique_user("erase"), unique_user("keep")
     marker = "Quixotic" + victim[-6:]
@@ -68,3 +74,48 @@ def test_user_erased_event_is_in_the_memory_log(settings, keys):
     (m,) = [m for m in read_all(settings, settings.topic("memory")) if m.key() == user.encode()]
     assert (m.partition(), m.offset()) == (pos.partition, pos.offset)
     assert orjson.loads(m.value())["type"] == "user.erased"
+
+
+def test_a_forged_user_erased_is_dead_lettered_and_erases_nothing(settings, client, keys, pipeline):
+    """Control events carry an HMAC of the key store's control key. A user.erased produced straight
+    to Kafka without it (or with a made-up one) goes to the dead-letter topic, and the user's
+    memories, preferences, graph and data key all stay."""
+    from query.recall import RecallRequest, recall
+    from query.store import ReadModels
+    from schemas.codec import control_mac, encode, make_envelope
+    from schemas.events import UserErased
+
+    user = unique_user("forged")
+    client.record_turn(user, "s1", "user", "I live in Reykjavik.")
+    client.record_turn(user, "s1", "user", "I like chess")
+    wait_for(lambda: len(memories(settings, user)) == 2 and graph_nodes(settings, user) == 2, what=f"{user} projected")
+
+    unsigned = orjson.loads(encode(make_envelope(UserErased(requested_by="mallory"), user=user), keys))
+    del unsigned["auth"]
+    made_up = orjson.loads(encode(make_envelope(UserErased(requested_by="mallory"), user=user), keys))
+    made_up["auth"]["mac"] = control_mac(b"\x07" * 32, b"guess")
+    for wire in (unsigned, made_up):
+        client._producer.send(settings.topic("memory"), user, orjson.dumps(wire)).result(10)
+
+    def dead() -> list[dict]:
+        return [d for d in dead_letters(settings) if d["key"] == user and d["source"]["topic"] == settings.topic("memory")]
+    # every projector of the memory topic (6) dead-letters both, with the reason
+    wait_for(lambda: len(dead()) >= 2 * 6 and len({d["consumer"] for d in dead()}) == 6,
+             what="the forged erasures' dead letters")
+    reasons = {d["reason"] for d in dead()}
+    assert any("no proof of origin" in r for r in reasons) and any("fails its MAC" in r for r in reasons), reasons
+    # a later turn is projected (so every consumer has read past the forgeries) ...
+    client.record_turn(user, "s1", "user", "My name is Zebulon.")
+    wait_for(lambda: len(memories(settings, user)) == 3 and graph_nodes(settings, user) == 3, what="the later turn")
+    # ... and nothing was erased: rows, graph, key, and recall all still there
+    assert keys.has_key(user)
+    assert len(preferences(settings, user)) >= 2
+    models = ReadModels(settings)
+    try:
+        hits = recall(models, RecallRequest(user, "Which city does the user live in?", k=3, expand=False))
+    finally:
+        models.close()
+    assert any("Reykjavik" in h.content for h in hits), [h.content for h in hits]
+    # the memory processor kept its state: the new memory FOLLOWS the earlier ones (a dropped
+    # state would start a fresh chain)
+    wait_for(lambda: follows_edges(settings, user) == 2, what="the new memory linked to the old ones")

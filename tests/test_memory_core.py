@@ -8,13 +8,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import orjson
+import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
+from memstream.errors import InvalidEvent
 from memstream.ids import uuid7
 from replay.whatif import in_memory_core
-from schemas.codec import encode, make_envelope
+from schemas.codec import control_mac, decode, encode, make_envelope
 from schemas.events import DecayTicked, FactExtracted, MemoryForgotten, UserErased, UserForgotten
 from streams.memory_core import MemoryCore, PlainStates, SealedStates, partition_of
 
@@ -35,6 +38,11 @@ class StaticKeys:
 
     def key_for_read(self, user: str, kid: str):
         return AESGCM(self.keys[user]) if user in self.keys else None
+
+    control = ("c1", bytes(range(32)))
+
+    def control_key(self, kid: str | None = None):
+        return self.control if kid in (None, self.control[0]) else None
 
 
 def settings(**over) -> Settings:
@@ -176,6 +184,29 @@ def test_erasure_drops_state_and_tells_the_session_summarizer_forgetting_does_no
     list(core.on_memory_record(b"alice", encode(gone, keys), 0))
     assert b"alice" not in core.states and not any(k.startswith(b"alice\x00") for k in core.ledgers)
     assert erased == ["alice"]
+
+
+@pytest.mark.parametrize("forge", ["unsigned", "wrong key", "altered"])
+def test_a_forged_control_event_acts_on_nothing(forge):
+    """user.erased / user.forgotten / memory.forgotten / decay.ticked must carry the MAC of the key
+    store's control key: one without it, made with another key, or altered after signing, drops nothing."""
+    keys = StaticKeys()
+    core = sealed_core(keys)
+    outs = run(core, FACTS[:2])
+    mid = next(o.envelope.data.memory_id for o in outs if o.envelope.type == "memory.created")
+    before = (dict(core.states), dict(core.ledgers))
+    for data in (UserErased(), UserForgotten(), MemoryForgotten(memory_id=mid, memory_ids=[mid])):
+        wire = orjson.loads(encode(make_envelope(data, user="alice", time=T0 + timedelta(days=5), producer="test"), keys))
+        if forge == "unsigned":
+            del wire["auth"]
+        elif forge == "wrong key":
+            wire["auth"]["mac"] = control_mac(b"\x01" * 32, b"anything")
+        else:
+            wire["time"] = "2027-01-01T00:00:00Z"
+        with pytest.raises(InvalidEvent, match="proof of origin|fails its MAC"):
+            decode(orjson.dumps(wire), keys)
+        assert list(core.on_memory_record(b"alice", orjson.dumps(wire), 0)) == []
+    assert (dict(core.states), dict(core.ledgers)) == before, "a forged control event changed the state"
 
 
 def test_forgetting_a_memory_removes_it_from_the_window():

@@ -22,22 +22,13 @@ from confluent_kafka import Producer
 
 from memstream.bus import ensure_topics, producer_config
 from memstream.config import Settings
+from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode, make_envelope
 from schemas.events import DecayTicked
 
 log = logging.getLogger("memstream.ticker")
 TICKER_USER = "system:ticker"
 PRODUCER = "ticker/1"
-
-
-class _NoKeys:
-    """decay.ticked has no personal fields: nothing is sealed, no user key is needed."""
-
-    def key_for_write(self, user):  # pragma: no cover - never called for unsealed events
-        raise AssertionError("decay.ticked seals nothing")
-
-    def key_for_read(self, user, kid):  # pragma: no cover
-        return None
 
 
 def publish_ticks(settings: Settings, at: datetime | None = None) -> list[str]:
@@ -47,11 +38,13 @@ def publish_ticks(settings: Settings, at: datetime | None = None) -> list[str]:
     producer = Producer(producer_config(settings))
     topic = settings.topic("memory")
     ids, errors = [], []
+    # decay.ticked seals nothing, but it is a control event: its MAC needs the key store's control key.
+    keys = KeyStore(settings)
     try:
         for p in range(settings.partitions):
             env = make_envelope(DecayTicked(partition=p, period_s=settings.tick_period_s), user=TICKER_USER,
                                 time=at, producer=PRODUCER)
-            producer.produce(topic, value=encode(env, _NoKeys()), key=TICKER_USER.encode(), partition=p,
+            producer.produce(topic, value=encode(env, keys), key=TICKER_USER.encode(), partition=p,
                              on_delivery=lambda err, msg: err and errors.append(err))
             ids.append(env.id)
         left = producer.flush(30)
@@ -59,6 +52,7 @@ def publish_ticks(settings: Settings, at: datetime | None = None) -> list[str]:
             raise RuntimeError(f"ticks not delivered: {errors or left}")
     finally:
         producer.flush(5)
+        keys.close()
     log.info("published %d ticks at %s", len(ids), at.isoformat())
     return ids
 

@@ -38,7 +38,18 @@ CREATE TABLE IF NOT EXISTS {schema}.user_keys (
     master_kid text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
+-- Keys of the system itself, not of any user (today: `control`, the HMAC key of control events,
+-- schemas/codec.py). Never erased with a user: a user.erased must verify after their key is gone.
+CREATE TABLE IF NOT EXISTS {schema}.system_keys (
+    name       text PRIMARY KEY,
+    kid        text NOT NULL,
+    wrapped    bytea NOT NULL,
+    master_kid text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
 """
+
+CONTROL_KEY = "control"
 
 
 class KeyStore:
@@ -52,6 +63,7 @@ class KeyStore:
         self._ttl = ttl
         self._write: dict[str, tuple[float, str, AESGCM]] = {}
         self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
+        self._control: tuple[str, bytes] | None = None   # (kid, key): a system key is never erased
         self._execute(psycopg.sql.SQL(DDL).format(schema=self._schema))
 
     def _connection(self) -> psycopg.Connection:
@@ -110,6 +122,20 @@ class KeyStore:
         self._read[(user, kid)] = (now + (3600.0 if aead else self._ttl), aead)
         return aead
 
+    def control_key(self, kid: str | None = None) -> tuple[str, bytes] | None:
+        """The system key that authenticates control events (user.erased, user.forgotten,
+        memory.forgotten, decay.ticked). kid None: the current one, created on first use (for
+        writers); a kid: that key, or None when the store has no such key (a forged record)."""
+        if self._control is not None and (kid is None or kid == self._control[0]):
+            return self._control
+        row = self._load_system(CONTROL_KEY)
+        if row is None and kid is None:
+            row = self._create_system(CONTROL_KEY)
+        if row is None:
+            return None
+        self._control = row
+        return row if kid is None or kid == row[0] else None
+
     def forget_cached(self, user: str) -> None:
         self._write.pop(user, None)
         for k in [k for k in self._read if k[0] == user]:
@@ -137,6 +163,16 @@ class KeyStore:
             self._execute(self._sql(
                 "UPDATE {schema}.user_keys SET wrapped = %s, master_kid = %s WHERE user_id = %s AND kid = %s"),
                 (new_wrapped, new_mkid, user, kid))
+            n += 1
+        rows = self._execute(self._sql(
+            "SELECT name, kid, wrapped, master_kid FROM {schema}.system_keys WHERE master_kid <> %s"),
+            (self._master.current_kid,), fetch="all")
+        for name, kid, wrapped, master_kid in rows:
+            key = self._master.unwrap(_system_aad(name), kid, master_kid, bytes(wrapped))
+            new_mkid, new_wrapped = self._master.wrap(_system_aad(name), kid, key)
+            self._execute(self._sql(
+                "UPDATE {schema}.system_keys SET wrapped = %s, master_kid = %s WHERE name = %s AND kid = %s"),
+                (new_wrapped, new_mkid, name, kid))
             n += 1
         return n
 
@@ -170,3 +206,28 @@ class KeyStore:
         if row is None:  # deleted between our insert and the read-back: an erasure raced the first event
             raise Unavailable(f"key of {user!r} vanished while being created; retry")
         return row
+
+    def _load_system(self, name: str) -> tuple[str, bytes] | None:
+        row = self._execute(self._sql(
+            "SELECT kid, wrapped, master_kid FROM {schema}.system_keys WHERE name = %s"), (name,), fetch="one")
+        if row is None:
+            return None
+        kid, wrapped, master_kid = row
+        return kid, self._master.unwrap(_system_aad(name), kid, master_kid, bytes(wrapped))
+
+    def _create_system(self, name: str) -> tuple[str, bytes]:
+        # Writers in several processes may race to create it: the first insert wins, all read it back.
+        kid = uuid.uuid4().hex[:16]
+        master_kid, wrapped = self._master.wrap(_system_aad(name), kid, os.urandom(32))
+        self._execute(self._sql(
+            "INSERT INTO {schema}.system_keys (name, kid, wrapped, master_kid) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (name) DO NOTHING"), (name, kid, wrapped, master_kid))
+        row = self._load_system(name)
+        if row is None:
+            raise Unavailable(f"system key {name!r} vanished while being created; retry")
+        return row
+
+
+def _system_aad(name: str) -> str:
+    """What a system key's wrapping is bound to: a name no user id can take (a user id has no NUL)."""
+    return f"\x00system:{name}"
