@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream.config import Settings
-from memstream.errors import InvalidEvent, MemstreamError
+from memstream.errors import InvalidEvent, MemstreamError, UserErased
 from schemas.codec import KeyRing, check_user_id, seal_blob
 
 TOPICS = ("turns", "tasks", "facts", "memory", "deadletter")
@@ -171,7 +171,10 @@ def dead_letter_record(keys: KeyRing, *, reason: str, topic: str, partition: int
     if user is not None and raw is not None and len(raw) > DEAD_LETTER_RAW_LIMIT:
         user, omitted = None, f"larger than {DEAD_LETTER_RAW_LIMIT} bytes"
     if user is not None:
-        sealed = seal_blob(keys, user, f"deadletter:{topic}:{partition}:{offset}", raw or b"")
+        try:
+            sealed = seal_blob(keys, user, f"deadletter:{topic}:{partition}:{offset}", raw or b"")
+        except UserErased:   # the user was erased: nothing of theirs may be kept, the digest will do
+            omitted = "the key's user was erased"
     body = {
         "reason": reason[:2000],
         "source": {"topic": topic, "partition": partition, "offset": offset},

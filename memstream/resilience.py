@@ -24,9 +24,13 @@ from pathlib import Path
 
 import orjson
 
-from memstream.errors import InvalidEvent, MemstreamError
+from memstream.errors import InvalidEvent, MemstreamError, UserErased
 
 POISON, TRANSIENT, FATAL = "poison", "transient", "fatal"
+# An event of a user erased since it was read: its outputs cannot be sealed (no key is ever
+# created again for an erased user), and nothing of it may be kept. Dropped and counted — not
+# poison (the record is fine and must not be copied to the dead-letter topic), not fatal.
+DROPPED = "dropped"
 
 
 class Unavailable(MemstreamError):
@@ -82,6 +86,8 @@ DATA_TYPES = _data_types()
 def classify(exc: BaseException) -> str:
     if isinstance(exc, StalePosition):
         return TRANSIENT  # handled apart by the runner (re-seek), never poison
+    if isinstance(exc, UserErased):
+        return DROPPED
     if isinstance(exc, InvalidEvent) or isinstance(exc, DATA_TYPES):
         return POISON
     if isinstance(exc, TRANSIENT_TYPES):

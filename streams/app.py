@@ -33,9 +33,9 @@ from memstream import metrics, resilience
 from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.bus import check_record_key, dead_letter_key, dead_letter_record
 from memstream.config import Settings
-from memstream.errors import InvalidEvent
-from memstream.resilience import POISON, TRANSIENT, Backoff, classify
-from schemas.codec import KeyRing, decode
+from memstream.errors import InvalidEvent, UserErased
+from memstream.resilience import DROPPED, POISON, TRANSIENT, Backoff, classify
+from schemas.codec import KeyRing, decode, encode
 from streams import offset_guard
 
 log = logging.getLogger("memstream.streams")
@@ -187,6 +187,7 @@ class Guard:
         self.dead = dead
         self.retries = 0
         self.waiting = False
+        self.dropped_erased = 0   # events of users erased after they were read (resilience.DROPPED)
         self.ledger = (CrashLedger(ledger_path(settings, component), settings.crash_loop_limit).load()
                        if settings is not None else None)
 
@@ -231,6 +232,12 @@ class Guard:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified
                 kind = classify(exc)
+                if kind == DROPPED:
+                    self.dropped_erased += 1
+                    log.info("%s: dropped an event of an erased user (%d so far)", self.component, self.dropped_erased)
+                    if resilience.CURRENT is not None:
+                        resilience.CURRENT.update(self.component, dropped_erased=self.dropped_erased)
+                    return False
                 if kind == POISON:
                     if event is not None and self.dead is not None:
                         await self.run(lambda err=exc: self.dead.send(event, err))
@@ -246,6 +253,19 @@ class Guard:
                             backoff.attempt, str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
                 self._health("waiting", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
                 await asyncio.sleep(delay)
+
+
+def encode_or_drop(env, keys: KeyRing, guard: Guard) -> bytes | None:
+    """The record for `env`, or None (counted) when its user was erased after the input was read:
+    one erased user must not hold back the other users' events of the same batch."""
+    try:
+        return encode(env, keys)
+    except UserErased:
+        guard.dropped_erased += 1
+        log.info("%s: dropped a %s of an erased user (%d so far)", guard.component, env.type, guard.dropped_erased)
+        if resilience.CURRENT is not None:
+            resilience.CURRENT.update(guard.component, dropped_erased=guard.dropped_erased)
+        return None
 
 
 def decode_keyed(msg, keys: KeyRing):

@@ -18,8 +18,7 @@ from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
-from schemas.codec import encode
-from streams.app import DeadLetters, Guard, fatal, make_app, raw_topic, user_turns
+from streams.app import DeadLetters, Guard, encode_or_drop, fatal, make_app, raw_topic, user_turns
 from streams.extraction_core import RuleExtractor
 
 log = logging.getLogger("memstream.extractor")
@@ -53,7 +52,9 @@ def build(settings: Settings, embedder: Embedder):
             # 3. facts in turn order (key = user keeps one user's facts ordered), then
             # 4. watermarks: everything from these turns is now in the facts topic;
             # 5. delivered before the batch is acked (flush before commit)
-            sent = [await facts.send(key=fact.user.encode(), value=encode(fact, keys)) for fact in found]
+            #    (a fact of a user erased since their turn was read is dropped, counted: encode_or_drop)
+            sent = [await facts.send(key=fact.user.encode(), value=raw) for fact in found
+                    if (raw := encode_or_drop(fact, keys, guard)) is not None]
             for partition, next_offset in ends.items():
                 sent.append(await facts.send(value=b"", partition=partition,
                                              headers=watermarks.header(turns_name, partition, next_offset)))

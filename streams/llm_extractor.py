@@ -27,8 +27,7 @@ from memstream import metrics
 from memstream.config import Settings
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
-from schemas.codec import encode
-from streams.app import DeadLetters, Guard, fatal, make_app, raw_topic, user_turns
+from streams.app import DeadLetters, Guard, encode_or_drop, fatal, make_app, raw_topic, user_turns
 from streams.extraction_core import LlmExtractor
 from streams.llm_channel import LlmClient
 
@@ -56,8 +55,9 @@ def build(settings: Settings, embedder: Embedder, llm: LlmClient | None = None):
         async def publish() -> None:
             # 3. publish in turn order (key = user keeps one user's facts ordered), delivered
             #    before the batch is acked
-            await asyncio.gather(*[await facts.send(key=fact.user.encode(), value=encode(fact, keys))
-                                   for fact in found])
+            #    (a fact of a user erased since their turn was read is dropped, counted: encode_or_drop)
+            await asyncio.gather(*[await facts.send(key=fact.user.encode(), value=raw) for fact in found
+                                   if (raw := encode_or_drop(fact, keys, guard)) is not None])
             metrics.produced(APP_NAME, facts.get_topic_name(), "fact.extracted", len(found))
         await guard.run(publish)
 

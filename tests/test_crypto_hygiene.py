@@ -170,3 +170,33 @@ def test_control_types_seal_nothing_and_are_signed(keys):
     assert wire["auth"]["kid"] == keys.control_key()[0]
     keys.erase(user)
     assert decode(orjson.dumps(wire), keys).type == "user.erased"
+
+
+# -- erasure stays erased: no key is ever created again ---------------------------------------
+
+def test_no_key_is_ever_created_for_an_erased_user(keys, settings):
+    from memstream.bus import dead_letter_record
+    from memstream.errors import UserErased as Erased
+    from memstream.privacy.keystore import KeyStore
+    from memstream.resilience import DROPPED, classify
+
+    user = unique_user("gone")
+    keys.key_for_write(user)
+    other = KeyStore(settings)          # another cache, as in another process
+    try:
+        other.key_for_write(user)
+        assert keys.erase(user) and keys.is_erased(user)
+        # the other store's cached key is dropped by the erasure's notification, not by a timeout
+        wait_for(lambda: user not in other._write, timeout=5, what="the other store's cache invalidated")
+        for store in (keys, other):
+            with pytest.raises(Erased):
+                store.key_for_write(user)
+            assert store.key_for_read(user, "any") is None
+        assert not keys.has_key(user) and classify(Erased("x")) == DROPPED
+        # a dead letter of an erased user keeps only the digest (it cannot be sealed for them any more)
+        dl = orjson.loads(dead_letter_record(keys, reason="r", topic="t", partition=0, offset=1, consumer="c",
+                                             key=user.encode(), raw=b"secret"))
+        assert dl["sealed_raw"] is None and dl["raw_omitted"] == "the key's user was erased"
+        assert not keys.erase(user)     # idempotent: no key, still erased
+    finally:
+        other.close()

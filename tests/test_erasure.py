@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from neo4j import GraphDatabase
 
 from memstream.erasure import erase_user
@@ -119,3 +120,64 @@ def test_a_forged_user_erased_is_dead_lettered_and_erases_nothing(settings, clie
     # the memory processor kept its state: the new memory FOLLOWS the earlier ones (a dropped
     # state would start a fresh chain)
     wait_for(lambda: follows_edges(settings, user) == 2, what="the new memory linked to the old ones")
+
+
+def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, keys, pipeline):
+    """A user keeps publishing while being erased, and turns sealed before the erasure arrive after
+    it: no key is ever re-created for them (the SDK refuses once the erasure's notification has
+    dropped its cached key), and no memory, preference or graph row of theirs reappears."""
+    import threading
+    import time
+
+    from memstream.errors import UserErased as Erased
+    from memstream.sdk import MemoryClient
+    from schemas.codec import encode, make_envelope
+    from schemas.events import TurnRecorded
+
+    user, bystander = unique_user("race"), unique_user("race-keep")
+    client.record_turn(user, "s1", "user", "My name is Ottoline.")
+    wait_for(lambda: len(memories(settings, user)) == 1, what="the user's first memory")
+    # in flight: sealed with the user's key before the erasure, produced after it
+    in_flight = [encode(make_envelope(TurnRecorded(session="s1", role="user", content=f"I like sport number {i}"),
+                                      user=user), keys) for i in range(5)]
+    stop, published, refused = threading.Event(), [], []
+
+    def keep_publishing() -> None:
+        with MemoryClient(settings) as own:   # its own key store and cache, as another process would have
+            i = 0
+            while not stop.is_set():
+                try:
+                    own.record_turn(user, "s1", "user", f"I live in Town{i}")
+                    published.append(i)
+                except Erased:
+                    refused.append(i)
+                i += 1
+                time.sleep(0.02)
+
+    publisher = threading.Thread(target=keep_publishing)
+    publisher.start()
+    try:
+        wait_for(lambda: len(published) >= 10, what="the user publishing")
+        erase_user(settings, user, requested_by="test")
+        for raw in in_flight:
+            client._producer.send(settings.topic("turns"), user, raw).result(10)
+        wait_for(lambda: len(refused) >= 10, timeout=10, what="the SDK to refuse the erased user (no key re-created)")
+    finally:
+        stop.set()
+        publisher.join(10)
+    assert not keys.has_key(user) and keys.is_erased(user)
+    with pytest.raises(Erased):
+        keys.key_for_write(user)
+
+    # The rows go, and stay gone while everything published around the erasure is processed
+    # (a bystander's later turns go all the way through meanwhile).
+    wait_for(lambda: not memories(settings, user) and not preferences(settings, user) and graph_nodes(settings, user) == 0,
+             what="the erased user's rows gone")
+    client.record_turn(bystander, "s1", "user", "I live in Elsewhere.")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert not memories(settings, user) and not preferences(settings, user) and graph_nodes(settings, user) == 0
+        time.sleep(0.5)
+    wait_for(lambda: memories(settings, bystander), what="the bystander's turn projected")
+    assert not memories(settings, user) and not preferences(settings, user) and graph_nodes(settings, user) == 0
+    assert not keys.has_key(user)

@@ -10,22 +10,34 @@ re-opened on the next call (one immediate retry), and a call that still fails ra
 is never read as "no key": keys are created only when the database answered that none exists,
 so an outage can neither re-key a user nor cache a user as erased.
 
-Lookups are cached per process. The write-side cache expires after `ttl` seconds so a process
-that missed a `user.erased` event stops sealing with a deleted key soon after; readers evict on
-`user.erased` and also cache misses briefly so a rebuild over an erased user stays fast.
+Erasure stays erased (steps of `erase`, each with its reason):
+ 1. one transaction, under a per-user advisory lock: record the user in `erased_users` (the
+    registry), delete their data key, NOTIFY every process — the lock serialises erase against
+    a concurrent first-key creation, so a key can never be created after (or around) an erasure;
+ 2. `_create` takes the same lock and refuses an erased user (memstream.errors.UserErased): an
+    in-flight or later event of theirs can never re-create a key;
+ 3. every KeyStore in every process LISTENs on `memstream_erased` (one connection per process)
+    and drops the user's cached keys when told, so no process keeps sealing or opening with a
+    deleted key until a timeout; a listener that lost its connection drops every cached key
+    (it may have missed a notification). The `ttl` expiry stays as a backstop only.
+Readers also evict on `user.erased` events and cache misses briefly so a rebuild over an erased
+user stays fast.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 import uuid
+import weakref
 
 import psycopg
 import psycopg.sql
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
+from memstream.errors import UserErased
 from memstream.privacy.masterkeys import MasterKeys, load_master_keys
 from memstream.resilience import Unavailable
 
@@ -47,9 +59,16 @@ CREATE TABLE IF NOT EXISTS {schema}.system_keys (
     master_kid text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
+-- The erased-users registry: a user here never gets a data key again.
+CREATE TABLE IF NOT EXISTS {schema}.erased_users (
+    user_id    text PRIMARY KEY,
+    erased_at  timestamptz NOT NULL DEFAULT now()
+);
 """
 
 CONTROL_KEY = "control"
+CHANNEL = "memstream_erased"   # NOTIFY payload: JSON [namespace schema, user]
+log = logging.getLogger("memstream.keystore")
 
 
 class KeyStore:
@@ -65,6 +84,8 @@ class KeyStore:
         self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
         self._control: tuple[str, bytes] | None = None   # (kid, key): a system key is never erased
         self._execute(psycopg.sql.SQL(DDL).format(schema=self._schema))
+        self._namespace = settings.log_namespace
+        _Listener.attach(self._dsn, self)
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -82,6 +103,25 @@ class KeyStore:
                     if fetch == "all":
                         return cur.fetchall()
                     return cur
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    if self._conn is not None:
+                        try:
+                            self._conn.close()
+                        except Exception:  # noqa: BLE001 - already broken
+                            pass
+                    self._conn = None
+                    if attempt == 2:
+                        raise Unavailable(f"key store unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+
+    def _transaction(self, work):
+        """Run work(conn) in one transaction; on a lost connection reconnect and retry once (work
+        must be idempotent: a lost answer may hide a commit), then raise Unavailable."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    conn = self._connection()
+                    with conn.transaction():
+                        return work(conn)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     if self._conn is not None:
                         try:
@@ -137,19 +177,37 @@ class KeyStore:
         return row if kid is None or kid == row[0] else None
 
     def forget_cached(self, user: str) -> None:
+        # Called from the listener thread too: list() copies the keys in one step under the GIL.
         self._write.pop(user, None)
-        for k in [k for k in self._read if k[0] == user]:
-            del self._read[k]
+        for k in [k for k in list(self._read) if k[0] == user]:
+            self._read.pop(k, None)
+
+    def forget_all_cached(self) -> None:
+        self._write.clear()
+        self._read.clear()
 
     # -- operations ------------------------------------------------------------------------
     def erase(self, user: str) -> bool:
-        """Delete the user's data key. Returns whether a key existed."""
-        cur = self._execute(self._sql("DELETE FROM {schema}.user_keys WHERE user_id = %s"), (user,))
+        """Erase the user: registry, key deleted, every process told (see the module's steps).
+        Returns whether a key existed. Idempotent: a re-run after a crash finishes the job."""
+        def work(conn: psycopg.Connection) -> bool:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_name(user),))
+            conn.execute(self._sql("INSERT INTO {schema}.erased_users (user_id) VALUES (%s) ON CONFLICT DO NOTHING"),
+                         (user,))
+            existed = conn.execute(self._sql("DELETE FROM {schema}.user_keys WHERE user_id = %s"), (user,)).rowcount > 0
+            # Delivered at commit, to every listening process (this one included).
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, _payload(self._namespace, user)))
+            return existed
+        existed = self._transaction(work)
         self.forget_cached(user)
-        return cur.rowcount > 0
+        return existed
 
     def has_key(self, user: str) -> bool:
         return self._load(user) is not None
+
+    def is_erased(self, user: str) -> bool:
+        return self._execute(self._sql("SELECT 1 FROM {schema}.erased_users WHERE user_id = %s"), (user,),
+                             fetch="one") is not None
 
     def rotate_master(self) -> int:
         """Re-wrap every data key still wrapped by an older master key. Returns how many."""
@@ -177,6 +235,7 @@ class KeyStore:
         return n
 
     def close(self) -> None:
+        _Listener.detach(self._dsn, self)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -192,20 +251,33 @@ class KeyStore:
         return kid, self._master.unwrap(user, kid, master_kid, bytes(wrapped))
 
     def _create(self, user: str) -> tuple[str, bytes]:
-        # Two processes may race to create the first key: ON CONFLICT keeps the first, and
-        # both then read the winner back, so every event of the user uses one key.
         kid = uuid.uuid4().hex[:16]
         key = os.urandom(32)
         master_kid, wrapped = self._master.wrap(user, kid, key)
-        # An INSERT whose answer was lost (the connection dropped after the commit) is retried by
-        # _execute; ON CONFLICT makes the retry harmless and the read-back returns the one key.
-        self._execute(self._sql(
-            "INSERT INTO {schema}.user_keys (user_id, kid, wrapped, master_kid) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (user_id) DO NOTHING"), (user, kid, wrapped, master_kid))
+
+        def work(conn: psycopg.Connection) -> bool:
+            # 1. The user's advisory lock: an erase of this user waits for us or we wait for it,
+            #    so "not erased" below stays true until our key is committed (or erase deletes it).
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_name(user),))
+            # 2. Never a key for an erased user (an in-flight or later event of theirs).
+            if conn.execute(self._sql("SELECT 1 FROM {schema}.erased_users WHERE user_id = %s"), (user,)).fetchone():
+                return False
+            # 3. Two processes may race to create the first key: ON CONFLICT keeps the first, and
+            #    both then read the winner back, so every event of the user uses one key. A retry
+            #    after a lost answer (the commit happened) is harmless for the same reason.
+            conn.execute(self._sql(
+                "INSERT INTO {schema}.user_keys (user_id, kid, wrapped, master_kid) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (user_id) DO NOTHING"), (user, kid, wrapped, master_kid))
+            return True
+        if not self._transaction(work):
+            raise UserErased(f"user {user[:200]!r} was erased: no data key is ever created for them again")
         row = self._load(user)
-        if row is None:  # deleted between our insert and the read-back: an erasure raced the first event
-            raise Unavailable(f"key of {user!r} vanished while being created; retry")
+        if row is None:  # deleted between our commit and the read-back: an erasure came right after
+            raise UserErased(f"user {user[:200]!r} was erased while their first key was being created")
         return row
+
+    def _lock_name(self, user: str) -> str:
+        return f"{self._namespace}\x1f{user}"
 
     def _load_system(self, name: str) -> tuple[str, bytes] | None:
         row = self._execute(self._sql(
@@ -231,3 +303,68 @@ class KeyStore:
 def _system_aad(name: str) -> str:
     """What a system key's wrapping is bound to: a name no user id can take (a user id has no NUL)."""
     return f"\x00system:{name}"
+
+
+def _payload(namespace: str, user: str) -> str:
+    import orjson
+    return orjson.dumps([namespace, user]).decode()
+
+
+class _Listener:
+    """One LISTEN connection per process and key-store database, shared by every KeyStore there:
+    a notification of an erasure drops that user's cached keys in each of them at once."""
+
+    _by_dsn: dict[str, "_Listener"] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.stores: weakref.WeakSet[KeyStore] = weakref.WeakSet()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="keystore-erasures", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def attach(cls, dsn: str, store: KeyStore) -> None:
+        with cls._guard:
+            listener = cls._by_dsn.get(dsn)
+            if listener is None or not listener.thread.is_alive():
+                listener = cls._by_dsn[dsn] = cls(dsn)
+            listener.stores.add(store)
+        # Until LISTEN is in place a notification could be missed: wait (briefly) for it.
+        listener.ready.wait(5.0)
+
+    @classmethod
+    def detach(cls, dsn: str, store: KeyStore) -> None:
+        with cls._guard:
+            listener = cls._by_dsn.get(dsn)
+            if listener is not None:
+                listener.stores.discard(store)
+
+    def _run(self) -> None:
+        import orjson
+        first = True
+        while True:
+            try:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(CHANNEL)))
+                    if not first:
+                        # Reconnected: an erasure may have been announced while we were away.
+                        for store in list(self.stores):
+                            store.forget_all_cached()
+                    first = False
+                    self.ready.set()
+                    for note in conn.notifies():
+                        try:
+                            namespace, user = orjson.loads(note.payload)
+                        except (orjson.JSONDecodeError, ValueError, TypeError):
+                            continue
+                        for store in list(self.stores):
+                            if store._namespace == namespace:
+                                store.forget_cached(user)
+            except Exception as exc:  # noqa: BLE001 - the listener outlives outages; caches are dropped on return
+                log.warning("erasure listener lost its connection (%s); reconnecting", type(exc).__name__)
+                for store in list(self.stores):
+                    store.forget_all_cached()
+                first = False
+                time.sleep(1.0)
