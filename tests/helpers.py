@@ -46,6 +46,7 @@ def assert_same_projections(left, right, what: str) -> None:
 # directory and ports (override with MEMSTREAM_FAULT_*), reuses the shared stack's jars, and is
 # stopped at the end of the session unless MEMSTREAM_FAULT_KEEP_STACK=1 (faster reruns).
 import os as _os
+import shutil as _shutil
 import tempfile as _tempfile
 from pathlib import Path as _Path
 
@@ -85,6 +86,12 @@ def fault_stack_up(settings, request=None) -> None:
     if not layout.lib.exists():
         layout.lib.symlink_to(shared_lib, target_is_directory=True)
     with services._exclusive(layout):
+        kafka = next(svc for svc in services._services(settings) if svc.name == "kafka")
+        if kafka.pid() is None and kafka.data_dir.exists():
+            # A throw-away stack starts with an empty log: each session leaves ~600 partitions, and
+            # after the broker kill -9 test Kafka recovers every one of them (a CI run on a machine
+            # with a few sessions' leftovers took over 120 s to come back and failed what followed).
+            _shutil.rmtree(kafka.data_dir)
         services._up(settings, _time.monotonic())
     if request is not None and not _FAULT_STACK_STARTED and _os.environ.get("MEMSTREAM_FAULT_KEEP_STACK") != "1":
         _FAULT_STACK_STARTED.append(1)
