@@ -13,7 +13,7 @@ from neo4j import GraphDatabase
 
 from memstream.config import Settings
 from memstream.resilience import StalePosition
-from projections import graph_generation
+from projections import graph_generation, tombstones
 from projections.batching import Grouping, grouped_runs
 from projections.runner import Item, Projector, TopicPart, kind_by_type
 
@@ -23,6 +23,7 @@ SETUP = (
     "CREATE CONSTRAINT memory_ns_id IF NOT EXISTS FOR (m:Memory) REQUIRE (m.ns, m.id) IS UNIQUE",
     "CREATE CONSTRAINT projector_position IF NOT EXISTS FOR (p:ProjectorPosition) REQUIRE p.key IS UNIQUE",
     "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.ns, m.user)",
+    "CREATE INDEX erased_user IF NOT EXISTS FOR (e:ErasedUser) ON (e.ns, e.user)",
     graph_generation.SETUP,
 )
 
@@ -38,6 +39,7 @@ class GraphProjector(Projector):
         self.settings = settings
         self.ns = settings.namespace
         self.driver = None
+        self.refused_erased = 0   # events of erased users refused by the tombstone check
 
     def setup(self) -> None:
         if self.driver is not None:  # a retried setup (Neo4j was down): one driver, not one per try
@@ -102,12 +104,23 @@ class GraphProjector(Projector):
 
     def apply(self, items: list[Item], positions: dict[TopicPart, int],
               expected: dict[TopicPart, int | None] | None = None) -> None:
+        refused = [0]
+
         def work(tx):
+            refused[0] = 0
             if self.generation is None:  # a replay swap may have installed a new generation
                 self.ns = graph_generation.follow(tx, self.settings.namespace)
             if expected:
                 self._fence(tx, expected)
-            for kind, run in grouped_runs(items, self.kind_of, self.GROUPED):
+            # Erasure tombstones (projections/tombstones.py): (:ErasedUser {ns, user}) nodes, written
+            # with the erasure in this transaction; later events of those users are refused.
+            known = {r["u"] for r in tx.run("UNWIND $users AS u MATCH (e:ErasedUser {ns: $ns, user: u}) RETURN u",
+                                            users=tombstones.users_of(items), ns=self.ns).data()} if items else set()
+            kept, new, refused[0] = tombstones.refuse_erased(items, known)
+            if new:
+                tx.run("UNWIND $rows AS r MERGE (e:ErasedUser {ns: $ns, user: r.user}) ON CREATE SET e.event_id = r.id",
+                       rows=[{"user": i.event.user, "id": i.event.id} for i in new], ns=self.ns).consume()
+            for kind, run in grouped_runs(kept, self.kind_of, self.GROUPED):
                 if kind == "erase":
                     tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
                            users=[i.event.user for i in run], ns=self.ns).consume()
@@ -143,6 +156,10 @@ class GraphProjector(Projector):
 
         with self.driver.session() as s:
             s.execute_write(work)
+        if refused[0]:   # counted once committed (a retried transaction is not counted twice)
+            self.refused_erased += refused[0]
+            tombstones.log.info("%s: refused %d events of erased users (%d so far)", self.name, refused[0],
+                                self.refused_erased)
 
     def _fence(self, tx, expected: dict[TopicPart, int | None]) -> None:
         """Compare-and-set, part 1: lock this batch's position nodes (a write takes the node's lock

@@ -10,7 +10,7 @@ from psycopg import sql
 
 from memstream.config import Settings
 from memstream.domain.text import tokens
-from projections import pg
+from projections import pg, tombstones
 from projections.batching import Grouping, grouped_runs, own_memory
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
@@ -22,9 +22,12 @@ class _PostgresProjector(Projector):
         self.settings = settings
         self.s = pg.schema(settings)
         self.conn = None
+        self.refused_erased = 0   # events of erased users refused by the tombstone check
 
     def setup(self) -> None:
         pg.ensure_schema(self.settings)
+        if self.ERASURES:
+            pg.ensure_ddl(self.settings, tombstones.DDL.replace("{table}", self.ERASURES))
         self.conn = pg.connect(self.settings)
 
     def _connection(self):
@@ -59,14 +62,37 @@ class _PostgresProjector(Projector):
             with conn.transaction():
                 with conn.cursor() as cur:
                     pg.hold_writer_lock(cur, self.settings, self.name)  # a replay swap waits for this batch
+                    items, refused = self._refuse_erased(cur, items)
                     self.write(cur, items)
                     pg.save_positions(cur, self.settings, self.name, positions, expected)
         except BaseException:
             self._discard()
             raise
+        if refused:   # counted once committed (a retried batch is not counted twice)
+            self.refused_erased += refused
+            tombstones.log.info("%s: refused %d events of erased users (%d so far)", self.name, refused,
+                                self.refused_erased)
+
+    def _refuse_erased(self, cur, items: list[Item]) -> tuple[list[Item], int]:
+        """The batch without events of users this projector already saw erased (projections/tombstones.py);
+        the batch's own erasures are tombstoned in this transaction."""
+        if not items or not self.ERASURES:
+            return items, 0
+        table = sql.Identifier(self.ERASURES)
+        cur.execute(sql.SQL("SELECT user_id FROM {s}.{t} WHERE user_id = ANY(%s)").format(s=self.s, t=table),
+                    (tombstones.users_of(items),))
+        kept, new, refused = tombstones.refuse_erased(items, {r[0] for r in cur.fetchall()})
+        if new:
+            cur.executemany(sql.SQL("INSERT INTO {s}.{t} (user_id, event_id) VALUES (%s, %s) ON CONFLICT DO NOTHING")
+                            .format(s=self.s, t=table), [(i.event.user, i.event.id) for i in new])
+        return kept, refused
 
     def write(self, cur, items: list[Item]) -> None:
         raise NotImplementedError
+
+    # Its erasure tombstones' table (projections/tombstones.py); None: the projector keeps its own
+    # erasure rule (task buffers and session windows compare erasure and event times).
+    ERASURES: str | None = None
 
     # table -> (content columns, order) compared by checksum(); positions are not content
     CHECKSUM: dict[str, tuple[list[str], list[str]]] = {}
@@ -92,6 +118,7 @@ class PreferencesProjector(_PostgresProjector):
     """preference.set → preferences (current value, version, source event) + history."""
 
     name = "kv-preferences"
+    ERASURES = "preference_erasures"
     CHECKSUM = {
         "preferences": (["user_id", "key", "value", "version", "memory_id", "event_id", "updated_at"], ["user_id", "key"]),
         "preference_history": (["user_id", "key", "version", "value", "event_id", "supersedes", "set_at", "memory_id"],
@@ -136,6 +163,7 @@ class MemoryItemsProjector(_PostgresProjector):
     """
 
     name = "pgvector-items"
+    ERASURES = "memory_item_erasures"
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",

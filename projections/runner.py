@@ -269,7 +269,8 @@ class ProjectorRunner:
                     self._backoff.reset()
                     self._set_health("running")
                 elif self.health is not None:
-                    self.health.update(self.projector.name, applied=self.applied, dead_lettered=self.dead_lettered)
+                    self.health.update(self.projector.name, applied=self.applied, dead_lettered=self.dead_lettered,
+                                       refused_erased=getattr(self.projector, "refused_erased", 0))
         except BaseException as exc:
             self.error = exc
             self._set_health("failed", reason=_short(exc))

@@ -44,8 +44,8 @@ from projections.runner import Projector, TopicPart
 # projector_positions. tests/test_replay.py checks that every table a full set-up creates has
 # exactly one owner, so a projector that adds a table cannot be forgotten here.
 OWNED_TABLES: dict[str, tuple[str, ...]] = {
-    "kv-preferences": ("preferences", "preference_history"),
-    "pgvector-items": ("memory_items",),
+    "kv-preferences": ("preferences", "preference_history", "preference_erasures"),
+    "pgvector-items": ("memory_items", "memory_item_erasures"),
     "task-buffers": ("task_buffer_tasks", "task_buffer_steps", "task_buffer_erasures"),
     "session-windows": ("session_messages", "session_window_erasures", "session_summaries"),
     "audit-index": ("audit_events",),
