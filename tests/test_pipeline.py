@@ -66,7 +66,7 @@ def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(setti
                 on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
     raw.produce(topic, key=user.encode(), value=b"\xff\xfe not json",
                 on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
-    # a well-formed envelope of an unknown version, and a known version missing a field
+    # a well-formed envelope of an unknown version, and a known version missing a clear field
     good = orjson.loads(encode(make_envelope(TurnRecorded(session="s", role="user", content="x"), user=user), keys))
     for mutate in (lambda r: r.update(v=9), lambda r: r["data"].pop("session")):
         rec = orjson.loads(orjson.dumps(good))
@@ -86,7 +86,8 @@ def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(setti
     assert "id: String should match pattern" in reasons[0]
     assert "Invalid JSON" in reasons[1] or "utf-8" in reasons[1].lower()
     assert "unknown event turn.recorded v9" in reasons[2]
-    assert "data.session: Field required" in reasons[3]
+    # a sealed event's clear data is authenticated (seal v2): a removed field is tampering
+    assert "fails authentication against its clear envelope" in reasons[3]
     assert all(d["source"]["topic"] == topic for d in dls)
     # The original bytes are kept only sealed with the user's key, never in the clear.
     assert all(d["sealed_raw"] and d["sealed_raw"]["kid"] for d in dls)
