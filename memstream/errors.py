@@ -30,7 +30,8 @@ class UnknownEventVersion(InvalidEvent):
 
 
 class UserErased(MemstreamError):
-    """The user's data key is gone: their sealed content is unreadable by design."""
+    """The user was erased: no data key is ever created for them again, so nothing of theirs can be
+    sealed (publishing for them fails with this; consumers drop such events and count them)."""
 
 
 class Timeout(MemstreamError):

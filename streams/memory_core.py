@@ -209,6 +209,10 @@ class MemoryCore:
         except InvalidEvent:
             return   # the projectors dead-letter memory-topic records; once is enough
         if env.type == "user.erased":
+            # The erasure's NOTIFY drops cached keys in every process; this covers a listener
+            # that is reconnecting right now.
+            if hasattr(self.keys, "forget_cached"):
+                self.keys.forget_cached(env.user)
             self.drop_user(env.user, erased=True)
             return
         if not env.erased:

@@ -10,6 +10,9 @@ re-opened on the next call (one immediate retry), and a call that still fails ra
 is never read as "no key": keys are created only when the database answered that none exists,
 so an outage can neither re-key a user nor cache a user as erased.
 
+Besides the users' data keys it holds system keys (`system_keys`; today the HMAC key that
+authenticates control events, schemas/codec.py), wrapped the same way and never erased.
+
 Erasure stays erased (steps of `erase`, each with its reason):
  1. one transaction, under a per-user advisory lock: record the user in `erased_users` (the
     registry), delete their data key, NOTIFY every process — the lock serialises erase against
