@@ -258,7 +258,7 @@ def test_neo4j_outage_mid_burst(fault_base):
 def test_neo4j_tells_drivers_to_drop_a_silent_connection_within_20s(fault_base):
     """A write caught by a Neo4j restart must fail (transient, waited out) rather than hang: the
     server keeps every request alive with NOOPs and hints a 20 s receive timeout, which the
-    driver applies to its socket (stack/neo4j/Launcher.java)."""
+    driver applies to its socket (memstream/stack/files/neo4j/Launcher.java)."""
     import logging
 
     from neo4j import GraphDatabase

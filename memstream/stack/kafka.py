@@ -11,7 +11,7 @@ from memstream.stack.base import Service
 # Same flags as Kafka's own kafka-server-start.sh / kafka-run-class.sh, minus GC log files.
 JVM_FLAGS = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
              "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
-# The classpath's logging backend is slf4j-simple (stack/kafka/pom.xml): WARN overall, but keep
+# The classpath's logging backend is slf4j-simple (memstream/stack/files/kafka/pom.xml): WARN overall, but keep
 # the one INFO line "Kafka Server started" so the log shows each successful start.
 LOG_FLAGS = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
              "-Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info",

@@ -1,4 +1,4 @@
-"""Neo4j 5.26 community, embedded behind stack/neo4j/Launcher.java, with Bolt on loopback."""
+"""Neo4j 5.26 community, embedded behind memstream/stack/files/neo4j/Launcher.java, with Bolt on loopback."""
 from __future__ import annotations
 
 import logging

@@ -12,10 +12,9 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from memstream.config import REPO_ROOT
 from memstream.errors import PrerequisiteMissing, StackError
 
-STACK_SRC = REPO_ROOT / "stack"
+STACK_SRC = Path(__file__).parent / "files"   # package data: a wheel install has them too
 PG_BIN = Path("/usr/lib/postgresql/15/bin")              # Debian's layout for postgresql-15
 VECTOR_CONTROL = Path("/usr/share/postgresql/15/extension/vector.control")
 JAVA_HINT = "java 17 not found: apt-get install openjdk-17-jdk-headless"
@@ -62,7 +61,7 @@ def has_jars(lib: Path) -> bool:
 
 
 def fetch_jars(component: str, lib: Path) -> str:
-    """mvn copy-dependencies for stack/<component>/pom.xml, only when <lib> is missing or empty."""
+    """mvn copy-dependencies for memstream/stack/files/<component>/pom.xml, only when <lib> is missing or empty."""
     if has_jars(lib):
         return f"present ({len(list(lib.glob('*.jar')))} jars)"
     mvn = shutil.which("mvn")
@@ -83,7 +82,7 @@ def postgres_installed() -> bool:
 
 
 def install_postgres() -> str:
-    """PostgreSQL 15 + pgvector via stack/postgres/install-pgvector.sh (apt-get; needs root)."""
+    """PostgreSQL 15 + pgvector via memstream/stack/files/postgres/install-pgvector.sh (apt-get; needs root)."""
     if postgres_installed():
         return "present (postgresql-15, pgvector)"
     proc = subprocess.run(["bash", str(STACK_SRC / "postgres" / "install-pgvector.sh")],
