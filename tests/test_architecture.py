@@ -8,7 +8,7 @@ Layers, bottom to top (a module may import its own layer and the ones below it):
   kernel      memstream.errors, .ids, .config, .watermarks    no project imports but each other
   contract    schemas                                         the event contract
   core        memstream.domain (pure rules), .privacy, .bus, .embedding, .erasure, .sdk,
-              .http_client, .stack                            adapters at the edges
+              .http_client, .integrations, .stack             adapters at the edges
   processing  streams | projections                           siblings: neither imports the other
   read        query
   replay      replay
@@ -33,6 +33,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "memstream.erasure": (2, "core"),
     "memstream.sdk": (2, "core"),
     "memstream.http_client": (2, "core"),
+    "memstream.integrations": (2, "core"),   # framework adapters over the HTTP SDK (optional extras)
     "memstream.stack": (2, "core"),
     "memstream.resilience": (2, "core"),
     "memstream.crash_ledger": (2, "core"),
