@@ -261,11 +261,16 @@ def encode_or_drop(env, keys: KeyRing, guard: Guard) -> bytes | None:
     try:
         return encode(env, keys)
     except UserErased:
-        guard.dropped_erased += 1
-        log.info("%s: dropped a %s of an erased user (%d so far)", guard.component, env.type, guard.dropped_erased)
-        if resilience.CURRENT is not None:
-            resilience.CURRENT.update(guard.component, dropped_erased=guard.dropped_erased)
+        _count_dropped(guard, env)
         return None
+
+
+def _count_dropped(guard: Guard, env) -> None:
+    """Count an event of an erased user that this stage dropped (health: `dropped_erased`)."""
+    guard.dropped_erased += 1
+    log.info("%s: dropped a %s of an erased user (%d so far)", guard.component, env.type, guard.dropped_erased)
+    if resilience.CURRENT is not None:
+        resilience.CURRENT.update(guard.component, dropped_erased=guard.dropped_erased)
 
 
 def decode_keyed(msg, keys: KeyRing):
@@ -294,6 +299,9 @@ async def user_turns(batch, keys: KeyRing, dead: DeadLetters, guard: Guard | Non
         if not await guard.run(one, event):
             continue
         env = got[0]
-        if not env.erased and env.type == "turn.recorded" and env.data.role == "user":
+        if env.erased:
+            _count_dropped(guard, env)   # an erased user's turn: unreadable, nothing to extract
+            continue
+        if env.type == "turn.recorded" and env.data.role == "user":
             out.append(env)
     return out

@@ -181,3 +181,7 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
     wait_for(lambda: memories(settings, bystander), what="the bystander's turn projected")
     assert not memories(settings, user) and not preferences(settings, user) and graph_nodes(settings, user) == 0
     assert not keys.has_key(user)
+    # the extractor counted the erased user's turns it dropped (at least the 5 in flight)
+    from memstream.resilience import read_health
+    wait_for(lambda: read_health(settings).get("extractor", {}).get("components", {}).get("extractor", {})
+             .get("dropped_erased", 0) >= len(in_flight), what="the extractor's dropped_erased count in its health")
