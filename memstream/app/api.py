@@ -255,6 +255,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     from memstream.metrics import mount
     mount(app, settings)   # GET /metrics, with consumer lag; no label holds personal data, so no API key
+    from memstream.app import console
+    console.mount(app, settings, state)   # the web console, /console (memstream/app/console/): same keys and scopes
 
     # -- the settings' limits, in the request models (so the OpenAPI document shows them) --------
     limit = settings.max_content_chars

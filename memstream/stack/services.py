@@ -70,6 +70,11 @@ def install() -> dict[str, str]:
     # 4. The Neo4j launcher, compiled once so `up` does not pay javac every time.
     steps["launcher"] = Neo4j(s).compile_launcher()
     print(f"launcher  {steps['launcher']} ({Neo4j(s).classes})")
+    # 5. The headless browser of the web console's tests (apt-get; a no-op when present).
+    from memstream.stack import browser
+    print(f"{'browser':<10}", end="", flush=True)
+    steps["browser"] = browser.install()
+    print(steps["browser"])
     return steps
 
 

@@ -1,0 +1,154 @@
+"""The console's routes: server-rendered HTML under /console, behind the API's keys and scopes.
+
+memory:read   users' memories and memory graphs
+audit:read    a memory's timeline (+ audit:content for its decrypted text)
+admin         the dead-letter topic and projector positions (replay status)
+Tenants as on the API: a user or memory of another tenant (or not the key's bound user) is a 404.
+Every page is sent with a Content-Security-Policy that allows no script at all, so even a value
+that escaped escaping could not run; the templates escape every value anyway (templates.py).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Literal
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from memstream.app.console import data
+from memstream.app.console.auth import (COOKIE, COOKIE_MAX_AGE_S, COOKIE_PATH, Refused, internal, principal_of,
+                                        require)
+from memstream.app.console.graph_svg import layout
+from memstream.app.console.templates import CSS, render
+from memstream.privacy.tenants import DEFAULT_TENANT
+
+HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "
+                                      "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+           "X-Frame-Options": "DENY"}
+MemoryId = Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
+UserPath = Annotated[str, Path(min_length=1, max_length=200)]
+
+
+def page(name: str, code: int = 200, **ctx) -> HTMLResponse:
+    return HTMLResponse(render(name, **ctx), status_code=code, headers=HEADERS)
+
+
+def refused(request: Request, exc: Refused) -> Response:
+    """A refused request as a page: the login form for 401 (browsers are sent there), else an error."""
+    if exc.login and request.method == "GET" and request.url.path != "/console/login":
+        resp = page("login", 401, title="sign in", p=None, error=exc.message)
+        if request.cookies.get(COOKIE):            # a revoked key in the cookie: forget it
+            resp.delete_cookie(COOKIE, path=COOKIE_PATH)
+        return resp
+    return page("error", exc.status, title=f"{exc.status}", p=None, message=exc.message)
+
+
+def router(settings, state: dict) -> APIRouter:
+    """`state` is the API's (create_app): its ApiKeys ("keys") and ReadModels ("models"), created
+    in its lifespan, so the console shares the API's connection pools and key cache."""
+    r = APIRouter(prefix="/console", include_in_schema=False)
+
+    def keys():
+        return state["keys"]
+
+    @r.get("/static/console.css")
+    def css() -> Response:
+        return Response(CSS, media_type="text/css", headers={"Cache-Control": "max-age=3600",
+                                                              "X-Content-Type-Options": "nosniff"})
+
+    @r.get("/login")
+    def login_form() -> HTMLResponse:
+        return page("login", title="sign in", p=None, error=None)
+
+    @r.post("/login")
+    async def login(request: Request) -> Response:
+        # a form post (application/x-www-form-urlencoded), read here: no python-multipart needed
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
+        key = (form.get("api_key") or [""])[0].strip()
+        p = await principal_of(keys(), key) if key and len(key) <= 512 else None
+        if p is None:
+            return page("login", 401, title="sign in", p=None, error="unknown or revoked API key")
+        resp = RedirectResponse("/console/", status_code=303, headers=HEADERS)
+        resp.set_cookie(COOKIE, key, max_age=COOKIE_MAX_AGE_S, path=COOKIE_PATH, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+        return resp
+
+    @r.post("/logout")
+    def logout() -> Response:
+        resp = RedirectResponse("/console/login", status_code=303, headers=HEADERS)
+        resp.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+        return resp
+
+    @r.get("/")
+    async def home(request: Request) -> Response:
+        p = await require(request, keys())
+        return page("home", title="users", p=p)
+
+    @r.get("/users")
+    async def pick_user(request: Request, user: Annotated[str, Query(min_length=1, max_length=200)]) -> Response:
+        p = await require(request, keys(), "memory:read")
+        internal(p, user)
+        return RedirectResponse(f"/console/users/{_seg(user)}/memories", status_code=303, headers=HEADERS)
+
+    @r.get("/users/{user}/memories")
+    async def memories(request: Request, user: UserPath,
+                       status: Literal["all", "active", "archived", "superseded", "merged"] = "all",
+                       category: Annotated[str | None, Query(max_length=200)] = None,
+                       q: Annotated[str | None, Query(max_length=200)] = None,
+                       limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> Response:
+        p = await require(request, keys(), "memory:read")
+        rows, counts = await run_in_threadpool(data.memories, state["models"], internal(p, user), status,
+                                               category or None, q or None, limit)
+        return page("memories", title=f"memories of {user}", p=p, user=user, rows=rows, counts=counts,
+                    status=status, category=category, q=q)
+
+    @r.get("/users/{user}/graph")
+    async def graph(request: Request, user: UserPath) -> Response:
+        p = await require(request, keys(), "memory:read")
+        nodes, edges = await run_in_threadpool(data.graph, state["models"], internal(p, user))
+        return page("graph", title=f"memory graph of {user}", p=p, user=user, g=layout(nodes, edges))
+
+    @r.get("/memories/{memory_id}")
+    async def timeline(request: Request, memory_id: MemoryId) -> Response:
+        from replay.audit import NotFound, memory_audit, memory_user
+        p = await require(request, keys(), "audit:read")
+        content = "audit:content" in p.scopes
+        owner = await run_in_threadpool(memory_user, settings, memory_id)
+        if owner is None or not p.owns(owner):         # another tenant's memory is as absent as none
+            raise Refused(404, "not found")
+        try:
+            a = await run_in_threadpool(lambda: memory_audit(settings, memory_id, content=content))
+        except NotFound:
+            raise Refused(404, "not found") from None
+        return page("timeline", title=f"memory {memory_id}", p=p, user=p.external(owner), a=a, content=content)
+
+    @r.get("/deadletters")
+    async def deadletters(request: Request) -> Response:
+        p = await require(request, keys(), "admin")
+        per = 100
+        rows = []
+        for d in await run_in_threadpool(data.dead_letters, settings, per):
+            # a tenant's admin sees its own users' dead letters; ones with no usable user key
+            # (nobody's) only the operator's tenant, default
+            key = d["key"] or ""
+            if (key and p.owns(key)) or (not key and p.tenant == DEFAULT_TENANT and p.user is None):
+                when = datetime.fromtimestamp(d["time_ms"] / 1000, timezone.utc).isoformat() if d["time_ms"] else None
+                rows.append({**d, "time": when, "user": p.external(key) if key else None})
+        return page("deadletters", title="dead letters", p=p, rows=rows, per_partition=per,
+                    topic=settings.topic("deadletter"))
+
+    @r.get("/replay")
+    async def replay_status(request: Request) -> Response:
+        p = await require(request, keys(), "admin")
+        rows = await run_in_threadpool(data.positions, state["models"])
+        return page("replay", title="replay status", p=p, rows=rows, behind=sum(x["behind"] for x in rows))
+
+    return r
+
+
+def _seg(value: str) -> str:
+    from urllib.parse import quote
+    return quote(value, safe="")

@@ -1,0 +1,250 @@
+"""The web console (memstream/app/console/) in a real headless browser, on the real pipeline.
+
+The API runs as a server (uvicorn in a subprocess, as in test_api.py); Debian's chromium, driven by
+chromedriver through selenium, signs in with an API key and reads the pages a user of the console
+would. A test user tells three things that become memories — one of them an XSS canary, markup in
+user text — and a raw record that the extractor dead-letters. Every page must load without a
+browser console error. Screenshots go to SCREENSHOTS (printed), under the ignored .stack/.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from memstream.app.workers import worker_command
+from memstream.bus import producer_config
+from memstream.privacy.tenants import SCOPES
+from tests.auth_helpers import bearer, make_key
+from tests.helpers import unique_user, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+SCREENSHOTS = Path(__file__).resolve().parent.parent / ".stack" / "screenshots"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+XSS_TURN = "I like <img src=x onerror=window.__xss=1> jazz <script>window.__xss=2</script>"
+TURNS = ("I live in Lisbon", "I like green tea", XSS_TURN)
+
+
+@pytest.fixture(scope="module")
+def api_url(settings, pipeline):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = worker_command("x")[:3] + ["api", "--port", str(port)]
+    log = open(settings.stack_dir / "logs" / f"{settings.namespace}-console-api.log", "ab")
+    proc = subprocess.Popen(cmd, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _up(url), timeout=60, what="the API to serve")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(url + "/console/login", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def world(settings, api_url):
+    """A user with three memories (one the XSS canary), their audit rows and graph, a dead letter."""
+    w = {"user": unique_user("console"), "admin": make_key(settings, "default", SCOPES, name="console-admin"),
+         "reader": make_key(settings, "default", ("memory:read",), name="console-reader"),
+         "auditor": make_key(settings, "default", ("memory:read", "audit:read"), name="console-auditor"),
+         "other": make_key(settings, "acme", SCOPES, name="console-acme"),
+         "settings": settings}
+    h = bearer(w["admin"])
+    for text in TURNS:   # one after another: FOLLOWS links consecutive memories
+        r = httpx.post(api_url + "/v1/turns", headers=h, json={"user": w["user"], "session": "s1", "role": "user",
+                                                             "content": text}, timeout=10)
+        assert r.status_code == 201, r.text
+    from projections.queries import memories
+    rows = wait_for(lambda: (lambda m: m if len(m) == 3 else None)(memories(settings, w["user"])),
+                    timeout=120, what="three memories")
+    w["memories"] = {m["content"]: m["memory_id"] for m in rows}
+    from replay.audit import memory_user
+    wait_for(lambda: all(memory_user(settings, m) for m in w["memories"].values()), timeout=60,
+             what="the memories in the audit index")
+    wait_for(lambda: httpx.get(f"{api_url}/console/users/{w['user']}/graph", headers=h).text.count('class="node"') == 3,
+             timeout=60, what="the memories in the graph")
+    raw = Producer(producer_config(settings))   # a record no consumer can decode: dead-lettered with a reason
+    raw.produce(settings.topic("turns"), key=w["user"].encode(), value=b"\xff\xfe not json")
+    raw.flush(10)
+    from tests.kafka_helpers import dead_letters
+    wait_for(lambda: [d for d in dead_letters(settings) if d["key"] == w["user"]], timeout=60, what="the dead letter")
+    return w
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"):
+        opts.add_argument(arg)
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    yield driver
+    driver.quit()
+
+
+def console_errors(driver) -> list[dict]:
+    """The browser console's errors since the last read (a CSP violation is one, a failed load too)."""
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def load(driver, url: str, shot: str | None = None):
+    driver.get(url)
+    assert console_errors(driver) == [], f"browser console errors on {url}"
+    if shot:
+        path = SCREENSHOTS / f"console-{shot}.png"
+        driver.save_screenshot(str(path))
+        print(f"screenshot: {path}")
+
+
+def sign_in(driver, api_url: str, key: str) -> None:
+    driver.get(api_url + "/console/login")
+    driver.find_element("id", "api_key").send_keys(key)
+    driver.find_element("id", "sign-in").click()
+
+
+def texts(driver, css: str) -> list[str]:
+    return [e.text for e in driver.find_elements("css selector", css)]
+
+
+# -- in the browser --------------------------------------------------------------------------------
+
+def test_login_refuses_a_bad_key_and_keeps_a_good_one_in_an_httponly_strict_cookie(browser, api_url, world):
+    browser.delete_all_cookies()
+    browser.get(api_url + "/console/")
+    assert browser.find_elements("id", "login"), "no key: the login form"
+    sign_in(browser, api_url, "msk_not-a-key")
+    assert "unknown or revoked API key" in browser.find_element("id", "login-error").text
+    assert browser.get_cookie("memstream_console") is None
+    # the only console errors are the two 401 answers themselves (the browser logs them as failed loads)
+    assert all(" 401 " in e["message"] for e in console_errors(browser))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "console-login-refused.png"))
+    sign_in(browser, api_url, world["admin"])
+    assert browser.current_url == api_url + "/console/"
+    cookie = browser.get_cookie("memstream_console")
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict" and cookie["path"] == "/console"
+    assert browser.execute_script("return document.cookie") == "", "a script can read the key"
+    assert console_errors(browser) == []
+
+
+def test_memories_page_lists_and_filters_the_users_memories(browser, api_url, world):
+    sign_in(browser, api_url, world["admin"])
+    base = f"{api_url}/console/users/{world['user']}/memories"
+    load(browser, base, "memories")
+    shown = {e.get_attribute("data-memory-id") for e in browser.find_elements("css selector", "tr[data-memory-id]")}
+    assert shown == set(world["memories"].values())
+    assert "User likes green tea" in texts(browser, "td.content")
+    load(browser, base + "?status=active&q=green")
+    assert texts(browser, "td.content") == ["User likes green tea"]
+    load(browser, base + "?status=superseded")
+    assert browser.find_elements("css selector", "tr[data-memory-id]") == []
+
+
+def test_timeline_shows_the_memory_created_and_its_causation_chain_down_to_the_turn(browser, api_url, world):
+    sign_in(browser, api_url, world["admin"])
+    memory_id = world["memories"]["User likes green tea"]
+    load(browser, f"{api_url}/console/memories/{memory_id}", "timeline")
+    origin = [e.get_attribute("data-type") for e in browser.find_elements("css selector", "#origin > li")]
+    assert origin == ["memory.created", "fact.extracted", "turn.recorded"]
+    assert "user said: I like green tea" in browser.find_element("id", "origin").text   # decrypted (audit:content)
+    life = [e.get_attribute("data-type") for e in browser.find_elements("css selector", "#life > li")]
+    assert "memory.created" in life and "memory.linked" in life, life     # linked: FOLLOWS the first memory
+    assert browser.find_element("id", "memory-status").text == "active"
+
+
+def test_graph_draws_the_users_memories_and_their_edges(browser, api_url, world):
+    sign_in(browser, api_url, world["admin"])
+    load(browser, f"{api_url}/console/users/{world['user']}/graph", "graph")
+    nodes = {e.get_attribute("data-memory-id") for e in browser.find_elements("css selector", "svg#graph g.node")}
+    assert nodes == set(world["memories"].values())
+    kinds = [e.get_attribute("data-kind") for e in browser.find_elements("css selector", "svg#graph line.edge")]
+    assert kinds.count("FOLLOWS") == 2, kinds          # three memories in a row: two FOLLOWS links
+
+
+def test_xss_canary_in_user_text_renders_as_text_and_never_runs(browser, api_url, world):
+    sign_in(browser, api_url, world["admin"])
+    canary = next(m for c, m in world["memories"].items() if "<img" in c)
+    for url in (f"{api_url}/console/users/{world['user']}/memories", f"{api_url}/console/users/{world['user']}/graph",
+                f"{api_url}/console/memories/{canary}"):
+        load(browser, url)
+        assert browser.execute_script("return window.__xss === undefined"), f"the canary ran on {url}"
+        assert browser.find_elements("css selector", "main script, main img, main [onerror]") == [], url
+    # the timeline shows the turn's markup as the text it is
+    assert "<script>window.__xss=2</script>" in browser.find_element("id", "origin").text
+    browser.save_screenshot(str(SCREENSHOTS / "console-xss-timeline.png"))
+
+
+def test_dead_letters_and_replay_status_for_admins(browser, api_url, world, settings):
+    sign_in(browser, api_url, world["admin"])
+    load(browser, f"{api_url}/console/deadletters", "deadletters")
+    table = browser.find_element("id", "deadletters").text
+    assert world["user"] in table and settings.topic("turns") in table
+    assert any(r for r in texts(browser, "td.reason") if r), "a dead letter without its reason"
+    load(browser, f"{api_url}/console/replay", "replay")
+    from projections.registry import PROJECTORS
+    shown = {row.split()[0] for row in texts(browser, "#positions tr")[1:]}
+    assert shown == set(PROJECTORS)
+
+
+# -- the trust boundary, over plain HTTP ------------------------------------------------------------
+
+def make_key_for(world, user: str) -> str:
+    return make_key(world["settings"], "default", SCOPES, user=user, name="console-bound")
+
+
+def test_scopes_tenants_and_bad_input(api_url, world):
+    user, canary = world["user"], world["memories"]["User likes green tea"]
+    def get(path: str, key: str | None = None, headers: dict | None = None) -> httpx.Response:
+        return httpx.get(api_url + path, headers=headers or (bearer(key) if key else {}), timeout=30)
+
+    assert get(f"/console/users/{user}/memories").status_code == 401
+    ok = get(f"/console/users/{user}/memories", world["reader"])
+    assert ok.status_code == 200 and "User lives in Lisbon" in ok.text
+    assert "script-src" not in ok.headers["content-security-policy"] and "default-src 'none'" in ok.headers["content-security-policy"]
+    assert get(f"/console/users/{user}/memories", headers={"X-API-Key": world["reader"]}).status_code == 200
+    for path in (f"/console/memories/{canary}", "/console/deadletters", "/console/replay"):
+        r = get(path, world["reader"])
+        assert r.status_code == 403 and "lacks the scope" in r.text, path
+    # audit:read without audit:content: the timeline's clear fields, not the turn's text
+    r = get(f"/console/memories/{canary}", world["auditor"])
+    assert r.status_code == 200 and "turn.recorded" in r.text and "I like green tea" not in r.text
+    # another tenant: the same user id names its own (empty) user, as on the API; a memory id is
+    # global, and another tenant's memory is a 404; its admin sees none of this tenant's dead letters
+    r = get(f"/console/users/{user}/memories", world["other"])
+    assert r.status_code == 200 and "no memories match" in r.text and "Lisbon" not in r.text
+    r = get(f"/console/users/{user}/graph", world["other"])
+    assert r.status_code == 200 and 'class="node"' not in r.text
+    bound = make_key_for(world, user="someone-else")
+    assert get(f"/console/users/{user}/memories", bound).status_code == 404     # a key bound to another end user
+    r = get(f"/console/memories/{canary}", world["other"])
+    assert r.status_code == 404 and "green tea" not in r.text
+    r = get("/console/deadletters", world["other"])
+    assert r.status_code == 200 and user not in r.text
+    for bad in ("/console/memories/not%20an%20id", f"/console/users/{user}/memories?status=bogus",
+                "/console/users/a%01b/memories", f"/console/users/{user}/memories?limit=0"):
+        assert 400 <= get(bad, world["admin"]).status_code < 500, bad
+    r = httpx.post(api_url + "/console/login", data={"api_key": world["reader"]}, timeout=10)
+    assert r.status_code == 303
+    cookie = r.headers["set-cookie"]
+    assert re.search(r"HttpOnly", cookie, re.I) and re.search(r"SameSite=strict", cookie, re.I) and "Path=/console" in cookie
+    assert httpx.post(api_url + "/console/login", data={"api_key": "x" * 5000}, timeout=10).status_code == 401
