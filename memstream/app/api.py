@@ -38,6 +38,7 @@ from memstream.config import Settings, get_settings
 from memstream.errors import InvalidEvent, InvalidInput, Timeout
 from memstream.privacy.apikeys import ApiKeys
 from memstream.privacy.tenants import NotYours, Principal
+from memstream.privacy.tenants import externalize as external   # shared with the MCP server
 from projections.queries import session_window, task_status, task_steps
 from query.consistency import wait_until_applied_async
 from query.context import ContextRequest, build_context
@@ -343,23 +344,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if content and "audit:content" not in p.scopes:
             raise HTTPException(403, "this API key lacks the scope audit:content (needed for content=true; "
                                      "pass content=false for the clear fields alone)")
-
-    def external(obj, p: Principal):
-        """An answer with every `user` in the caller's own ids; a user outside its reach is a bug
-        upstream and is never shown (404)."""
-        if isinstance(obj, dict):
-            out = {}
-            for k, v in obj.items():
-                if k == "user" and isinstance(v, str):
-                    if not p.owns(v):
-                        log.error("answer for tenant %s held a user outside it; refused", p.tenant)
-                        raise NotYours("no such user")
-                    v = p.external(v)
-                out[k] = external(v, p)
-            return out
-        if isinstance(obj, list):
-            return [external(x, p) for x in obj]
-        return obj
 
     def models() -> ReadModels:
         return state["models"]

@@ -13,6 +13,7 @@ named before its first "/".
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,25 @@ class Principal:
 
 class NotYours(MemstreamError):
     """A user or memory outside the caller's reach: answered as 404, as if it did not exist."""
+
+
+def externalize(obj, p: Principal):
+    """An answer with every `user` in the caller's own ids (the HTTP API and the MCP server both
+    answer with it). A user outside the caller's reach is a bug upstream and is never shown (NotYours)."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k == "user" and isinstance(v, str):
+                if not p.owns(v):
+                    logging.getLogger("memstream.tenants").error("answer for tenant %s held a user outside it; "
+                                                                 "refused", p.tenant)
+                    raise NotYours("no such user")
+                v = p.external(v)
+            out[k] = externalize(v, p)
+        return out
+    if isinstance(obj, list):
+        return [externalize(x, p) for x in obj]
+    return obj
 
 
 # -- the local admin key (created by `stack up`: privacy/apikeys.py) -------------------------------
