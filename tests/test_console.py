@@ -41,7 +41,9 @@ def api_url(settings, pipeline):
         port = s.getsockname()[1]
     cmd = worker_command("x")[:3] + ["api", "--port", str(port)]
     log = open(settings.stack_dir / "logs" / f"{settings.namespace}-console-api.log", "ab")
-    proc = subprocess.Popen(cmd, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
+    # a verified key is trusted 0.5 s (not 5): the revocation test need not wait long
+    proc = subprocess.Popen(cmd, env={**os.environ, "MEMSTREAM_API_KEY_CACHE_S": "0.5"}, stdout=log,
+                            stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: _up(url), timeout=60, what="the API to serve")
     yield url
@@ -145,6 +147,28 @@ def test_login_refuses_a_bad_key_and_keeps_a_good_one_in_an_httponly_strict_cook
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict" and cookie["path"] == "/console"
     assert browser.execute_script("return document.cookie") == "", "a script can read the key"
     assert console_errors(browser) == []
+    listed = {e.get_attribute("data-user") for e in browser.find_elements("css selector", "#users tr[data-user]")}
+    assert world["user"] in listed, "the home page lists the tenant's users"
+    browser.find_element("css selector", "header form button").click()          # sign out
+    assert browser.get_cookie("memstream_console") is None and browser.find_elements("id", "login")
+
+
+def test_a_revoked_key_ends_the_console_session(browser, api_url, world, settings):
+    from memstream.privacy.apikeys import ApiKeys
+    key = make_key(settings, "default", ("memory:read",), name="console-revoked")
+    sign_in(browser, api_url, key)
+    load(browser, f"{api_url}/console/users/{world['user']}/memories")
+    store = ApiKeys(settings)
+    try:
+        assert store.revoke(key.split("_")[1])
+    finally:
+        store.close()
+    time.sleep(1.0)                  # past the API's key cache (MEMSTREAM_API_KEY_CACHE_S=0.5 above)
+    browser.get(f"{api_url}/console/users/{world['user']}/memories")
+    assert "unknown or revoked API key" in browser.find_element("id", "login-error").text
+    assert "Lisbon" not in browser.page_source
+    assert browser.get_cookie("memstream_console") is None, "the revoked key stays in the cookie"
+    assert all(" 401 " in e["message"] for e in console_errors(browser))
 
 
 def test_memories_page_lists_and_filters_the_users_memories(browser, api_url, world):
@@ -240,6 +264,8 @@ def test_scopes_tenants_and_bad_input(api_url, world):
     assert r.status_code == 404 and "green tea" not in r.text
     r = get("/console/deadletters", world["other"])
     assert r.status_code == 200 and user not in r.text
+    r = get("/console/", world["other"])
+    assert r.status_code == 200 and user not in r.text           # nor among its users
     for bad in ("/console/memories/not%20an%20id", f"/console/users/{user}/memories?status=bogus",
                 "/console/users/a%01b/memories", f"/console/users/{user}/memories?limit=0"):
         assert 400 <= get(bad, world["admin"]).status_code < 500, bad

@@ -47,6 +47,29 @@ def memories(models, user: str, status: str = "all", category: str | None = None
     return rows, counts
 
 
+def users(models, p, limit: int = 200) -> list[dict]:
+    """The users of the key's tenant that have memories (its bound user alone for a bound key), most
+    recently active first. Internal ids carry the tenant as a prefix (privacy/tenants.py); the
+    default tenant's ids have none, so `NOT LIKE '%/%'` (an id with a '/' published straight to
+    Kafka belongs to the tenant before it). p.owns() checks every row again."""
+    from memstream.privacy.tenants import DEFAULT_TENANT, internal_user
+    if p.user is not None:
+        where, params = "user_id = %s", [internal_user(p.tenant, p.user)]
+    elif p.tenant == DEFAULT_TENANT:
+        where, params = "user_id NOT LIKE %s", ["%/%"]
+    else:
+        where, params = "user_id LIKE %s", [p.tenant + "/%"]
+    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        try:
+            cur.execute(models.q("SELECT user_id, count(*) AS memories, count(*) FILTER (WHERE status = 'active') AS active, "
+                                 "max(updated_at) AS last FROM {s}.memory_items WHERE " + where
+                                 + " GROUP BY user_id ORDER BY last DESC, user_id LIMIT %s"), (*params, limit))
+            rows = cur.fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+    return [{**r, "user": p.external(r["user_id"])} for r in rows if p.owns(r["user_id"])]
+
+
 def graph(models, user: str, limit: int = 300) -> tuple[list[dict], list[dict]]:
     """(nodes, FOLLOWS / SIMILAR_TO edges) of the user's memory graph, in its current generation;
     nodes oldest first, at most `limit` (the newest), edges only between nodes shown."""

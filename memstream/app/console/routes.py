@@ -85,7 +85,9 @@ def router(settings, state: dict) -> APIRouter:
     @r.get("/")
     async def home(request: Request) -> Response:
         p = await require(request, keys())
-        return page("home", title="users", p=p)
+        # the list needs memory:read (it names users); any valid key may open the page itself
+        listed = await run_in_threadpool(data.users, state["models"], p) if "memory:read" in p.scopes else None
+        return page("home", title="users", p=p, users=listed)
 
     @r.get("/users")
     async def pick_user(request: Request, user: Annotated[str, Query(min_length=1, max_length=200)]) -> Response:

@@ -51,6 +51,11 @@ HOME = """{% extends "base" %}{% block body %}
 <form method="get" action="/console/users" class="filters"><label>user id <input name="user" id="user" required
 {% if p.user %}value="{{ p.user }}"{% endif %}></label><button type="submit">open</button></form>
 <p class="muted">A user of tenant {{ p.tenant }}: their memories, each memory's life, their memory graph.</p>
+{% if users is not none %}<table id="users"><tr><th>user</th><th>memories</th><th>active</th><th>last change</th><th></th></tr>
+{% for x in users %}<tr data-user="{{ x.user }}"><td><a href="/console/users/{{ x.user|u }}/memories">{{ x.user }}</a></td>
+<td>{{ x.memories }}</td><td>{{ x.active }}</td><td class="mono">{{ x['last'].isoformat() if x['last'] else '' }}</td>
+<td><a href="/console/users/{{ x.user|u }}/graph">graph</a></td></tr>
+{% else %}<tr><td colspan="5" class="muted">no user of this tenant has memories yet</td></tr>{% endfor %}</table>{% endif %}
 {% endblock %}"""
 
 MEMORIES = """{% extends "base" %}{% block body %}
