@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     # -- HTTP API -------------------------------------------------------------------------
     api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")
     api_port: int = Field(8080, description="Port of `memstream api`.")
+    mcp_port: int = Field(8090, ge=1, le=65535, description="Port of `memstream mcp --transport http` (streamable HTTP at /mcp; host: MEMSTREAM_API_HOST).")
 
     # -- metrics (memstream/metrics.py) -------------------------------------------------------
     metrics_port: int = Field(9460, ge=0, le=65500, description="Prometheus metrics of the workers: each serves /metrics on this port plus its fixed offset (extractor +1, memory +2, projectors +3, llm-extractor +4, ticker +5); 0 = none. The API serves its own at /metrics on its port.")

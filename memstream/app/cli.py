@@ -181,6 +181,11 @@ def cmd_api(args) -> None:
                 timeout_graceful_shutdown=5)
 
 
+def cmd_mcp(args) -> None:
+    from memstream.app.mcp_server import serve   # the optional extra .[mcp]: memstream/app/mcp_server.py
+    serve(get_settings(), args.transport, host=args.host, port=args.port)
+
+
 def cmd_worker(args) -> None:
     from projections.registry import PROJECTORS
     from memstream.app.workers import run_worker
@@ -410,6 +415,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.set_defaults(fn=cmd_api)
+
+    s = sub.add_parser("mcp", help="serve memory to agents over MCP: stdio, or streamable HTTP at /mcp (.[mcp])")
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    s.add_argument("--host", help="http: where to listen (default MEMSTREAM_API_HOST)")
+    s.add_argument("--port", type=int, help="http: the port (default MEMSTREAM_MCP_PORT)")
+    s.set_defaults(fn=cmd_mcp)
 
     s = sub.add_parser("worker", help="run one processor (extractor, memory) or the projectors")
     s.add_argument("name", choices=["extractor", "llm-extractor", "memory", "projectors", "ticker"])

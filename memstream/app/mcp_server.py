@@ -1,0 +1,391 @@
+"""The MCP server: memstream's memory as tools and resources for an agent, over stdio or streamable HTTP.
+
+Built on the official `mcp` SDK (v2, `MCPServer`), the optional extra `.[mcp]`. `memstream mcp`
+serves it: `--transport stdio` (default; an MCP host starts it as a subprocess) or `--transport
+http` (streamable HTTP at `/mcp`, port MEMSTREAM_MCP_PORT).
+
+The trust boundary is the HTTP API's (memstream/privacy/tenants.py, apikeys.py): the same API keys,
+tenants, scopes and end-user binding, verified by the same ApiKeys cache.
+- streamable HTTP: every request carries its key (`Authorization: Bearer <key>` or `X-API-Key`);
+  none, or an unknown or revoked one, is an HTTP 401 before MCP sees the request. The server is
+  stateless (each request stands alone), so any process can answer any request, as with the API.
+- stdio: the process acts with one key, MEMSTREAM_API_KEY or else the local admin key `stack up`
+  wrote (as the HTTP SDK finds it); none, or an unknown one, and it refuses to start. It is still
+  checked on every call, so a revoked key stops working within MEMSTREAM_API_KEY_CACHE_S.
+A key without a tool's scope gets a JSON-RPC error naming the scope (FORBIDDEN); a user or memory
+outside the key's reach (another tenant's memory id, another user than the key's bound one) is
+NOT_FOUND, as if it did not exist. Bad arguments and retryable conditions (not applied yet, a store
+down) are tool errors (`isError` results) with one clear line, so the model can correct or retry;
+nothing carries internals.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import sys
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from memstream.config import Settings
+from memstream.errors import ConfigError, InvalidEvent, InvalidInput, MemstreamError, Timeout
+from memstream.privacy.tenants import NotYours, Principal, externalize, local_api_key
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS, ToolAnnotations
+except ImportError:                      # the optional extra is not installed: `memstream mcp` says so
+    MCPServer = None
+
+from memstream.app.api import PROFILE_READS, RECALL_READS, TOKEN_PATTERN, ApiUserId, IsoTime
+from schemas.limits import Label, SessionId, TaskId
+
+log = logging.getLogger("memstream.mcp")
+
+# JSON-RPC error codes of the trust boundary, in the implementation-defined band (-32000..-32019,
+# the SDK itself uses -32000 and -32001): the MCP counterparts of the API's 401, 403 and 404.
+UNAUTHORIZED, FORBIDDEN, NOT_FOUND = -32010, -32011, -32012
+
+INSTRUCTIONS = """\
+Long-term memory for the user you are helping (memstream). Publish what happens with `remember`
+(conversation turns) and `remember_step` (task steps); memstream extracts facts from them in the
+background, so a new memory appears a moment later. Read with `recall` (memories relevant to a
+question), `get_profile` (who the user is: identity, preferences, constraints) or `build_context`
+(everything relevant, assembled into one prompt-ready text within a token budget). Every call names
+the user; ids are your own (any printable text without '/'). To read your own write, pass the
+`token` a remember call returned as `after`. Resources: memstream://users/{user}/profile and
+memstream://memories/{memory_id}/audit (a memory's whole life, down to the turns it came from)."""
+
+AfterArg = Annotated[str | None, Field(pattern=TOKEN_PATTERN, description=(
+    "The `token` a remember call returned: wait (up to wait_s) until memory has applied it, to read your own write."))]
+WaitArg = Annotated[float, Field(ge=0, le=30, description="Most seconds to wait for `after` (0-30).")]
+UserArg = Annotated[ApiUserId, Field(description="The user the memory belongs to (your own id for them).")]
+MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$",
+                                   description="A memory id, as recall or the profile returned it.")]
+
+
+class Backend:
+    """The stores one server process shares across calls (what the HTTP API opens in its lifespan)."""
+
+    def __init__(self, settings: Settings):
+        from memstream.privacy.apikeys import ApiKeys
+        from memstream.sdk import MemoryClient
+        from query.store import ReadModels
+        self.settings = settings
+        self.keys = ApiKeys(settings)
+        self.models = ReadModels(settings)
+        self.client = MemoryClient(settings)
+
+    def close(self) -> None:
+        self.client.close()
+        self.models.close()
+        self.keys.close()
+
+
+def key_from_headers(headers) -> str | None:
+    """The API key of an HTTP request, read as the HTTP API reads it."""
+    if not headers:
+        return None
+    auth = headers.get("authorization") or ""
+    scheme, _, credentials = auth.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return (headers.get("x-api-key") or "").strip() or None
+
+
+async def verify(backend: Backend, token: str | None) -> Principal:
+    """The key's principal (the API's check: the in-process cache, else the key store in a thread)."""
+    if not token:
+        raise MCPError(UNAUTHORIZED, "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`")
+    known, p = backend.keys.cached(token)
+    if not known:
+        p = await asyncio.to_thread(backend.keys.verify, token)
+    if p is None:
+        raise MCPError(UNAUTHORIZED, "unknown or revoked API key")
+    return p
+
+
+def _retryable(exc: Exception) -> str | None:
+    from memstream.resilience import TRANSIENT, classify
+    if isinstance(exc, Timeout):
+        return str(exc)
+    if classify(exc) == TRANSIENT:
+        log.warning("a backing service is unavailable: %r", exc)
+        return "a backing service is unavailable; retry later"
+    return None
+
+
+def _tool(fn):
+    """Tool errors, as the HTTP API answers them: the trust boundary's refusals are JSON-RPC errors;
+    bad input and retryable conditions are one-line tool errors; anything else is a generic error
+    (logged here) — never a traceback or a store's message in the answer."""
+    @functools.wraps(fn)
+    async def guarded(*args, **kwargs):
+        try:
+            return await fn(*args, **kwargs)
+        except (MCPError, ToolError):
+            raise
+        except NotYours:
+            raise MCPError(NOT_FOUND, "not found") from None
+        except (InvalidInput, InvalidEvent) as exc:
+            raise ToolError(f"invalid input: {exc}") from None
+        except Exception as exc:
+            message = _retryable(exc)
+            if message is None:
+                log.exception("tool %s failed", fn.__name__)
+                message = "internal error"
+            raise ToolError(message) from None
+    return guarded
+
+
+def _resource(fn):
+    """_tool for resources: every failure is a JSON-RPC error (a resource has no error result)."""
+    @functools.wraps(fn)
+    async def guarded(*args, **kwargs):
+        try:
+            return await fn(*args, **kwargs)
+        except MCPError:
+            raise
+        except NotYours:
+            raise MCPError(NOT_FOUND, "not found") from None
+        except (InvalidInput, InvalidEvent) as exc:
+            raise MCPError(INVALID_PARAMS, f"invalid input: {exc}") from None
+        except Exception as exc:
+            message = _retryable(exc)
+            if message is None:
+                log.exception("resource %s failed", fn.__name__)
+                message = "internal error"
+            raise MCPError(-32603, message) from None
+    return guarded
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v))
+
+
+def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_key: str | None = None) -> "MCPServer":
+    """The MCP server over `backend`. Over stdio every call acts with `stdio_key`; over HTTP with the
+    request's own key (never the local one: a remote caller must not borrow the operator's key)."""
+    if MCPServer is None:
+        raise ConfigError("the MCP server needs the optional extra: pip install 'memstream[mcp]'")
+    settings = backend.settings
+    server = MCPServer("memstream", title="memstream: long-term memory", instructions=INSTRUCTIONS, version="1",
+                       log_level="WARNING")
+
+    async def caller(ctx: Context, *scopes: str) -> Principal:
+        token = stdio_key if transport == "stdio" else key_from_headers(ctx.headers)
+        p = await verify(backend, token)
+        missing = [sc for sc in scopes if sc not in p.scopes]
+        if missing:
+            raise MCPError(FORBIDDEN, f"this API key lacks the scope {missing[0]}")
+        return p
+
+    async def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
+        if after:
+            from query.consistency import wait_until_applied_async
+            await wait_until_applied_async(backend.models, after, reads, timeout=min(wait_s, settings.max_wait_s))
+
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    # -- tools ----------------------------------------------------------------------------------
+    @server.tool(annotations=writes, description=(
+        "Remember a conversation turn: publish what the user (or you) said, so memstream can learn from it. "
+        "Facts are extracted in the background (name, location, likes, constraints, …) and become memories a "
+        "moment later. Returns a position `token`: pass it as `after` to recall/get_profile/build_context to read "
+        "this write. Needs scope memory:write."))
+    @_tool
+    async def remember(user: UserArg, content: Annotated[str, Field(min_length=1, description="What was said, verbatim.")],
+                       ctx: Context,
+                       session: Annotated[SessionId, Field(description="The conversation it belongs to.")] = "default",
+                       role: Annotated[Literal["user", "assistant", "system", "tool"],
+                                       Field(description="Who said it.")] = "user",
+                       task: Annotated[TaskId | None, Field(description="The task it belongs to, if any.")] = None,
+                       at: Annotated[IsoTime | None, Field(description="When it was said (ISO 8601 with timezone); "
+                                                                       "default now.")] = None) -> dict:
+        p = await caller(ctx, "memory:write")
+        pos = await asyncio.wrap_future(backend.client.record_turn_nowait(p.internal(user), session, role, content,
+                                                                          task=task, at=at))
+        return pos.as_dict()
+
+    @server.tool(annotations=writes, description=(
+        "Remember a step of a task you are working on (an action, a tool call, an observation) and whether it "
+        "worked. The task's recent steps show up in build_context, and failures are remembered. Returns a position "
+        "`token` (see remember). Needs scope memory:write."))
+    @_tool
+    async def remember_step(user: UserArg, task: Annotated[TaskId, Field(description="The task's id.")],
+                            content: Annotated[str, Field(min_length=1, description="What was done or seen.")],
+                            ctx: Context,
+                            status: Annotated[Literal["ok", "failed", "pending"],
+                                              Field(description="How the step went.")] = "ok",
+                            kind: Annotated[Label, Field(description="The kind of step, e.g. step, tool, observation.")] = "step",
+                            session: SessionId | None = None, at: IsoTime | None = None) -> dict:
+        p = await caller(ctx, "memory:write")
+        pos = await asyncio.to_thread(backend.client.record_step, p.internal(user), task, content, status=status,
+                                      kind=kind, session=session, at=at)
+        return pos.as_dict()
+
+    @server.tool(annotations=reads, description=(
+        "Recall the user's memories most relevant to a question or topic (semantic + keyword search, ranked, with "
+        "related memories from the memory graph). Each hit has memory_id, content, category, importance, score. "
+        "Use it before answering anything that depends on what the user told you before. Needs scope memory:read."))
+    @_tool
+    async def recall(user: UserArg, query: Annotated[str, Field(min_length=1, max_length=4000,
+                                                                description="The question or topic, in words.")],
+                     ctx: Context, k: Annotated[int, Field(ge=1, le=100, description="Most hits wanted.")] = 10,
+                     categories: Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(
+                         max_length=20, description="Only these categories (e.g. identity, preference, policy).")] = None,
+                     after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
+        from query.recall import RecallRequest, recall as run_recall, recalled_event
+        p = await caller(ctx, "memory:read")
+        internal = p.internal(user)
+        await wait(after, RECALL_READS, wait_s)
+        hits = await asyncio.to_thread(run_recall, backend.models, RecallRequest(internal, query, k, categories))
+        event = recalled_event(hits, "mcp")   # a use of the memories, as on the API: refreshes their access
+        if event is not None:
+            backend.client.publish_nowait("memory", event, user=internal)
+        return {"hits": [h.as_dict() for h in hits]}
+
+    @server.tool(annotations=reads, description=(
+        "Build prompt context for answering the user: their constraints, profile, relevant memories, the task so "
+        "far and the recent conversation, fitted to a token budget. Returns `text` (ready to put in a prompt) and "
+        "per-slot accounting. Needs scope memory:read."))
+    @_tool
+    async def build_context(user: UserArg, query: Annotated[str, Field(min_length=1, max_length=4000,
+                                                                       description="What is being asked now.")],
+                            ctx: Context, session: SessionId | None = None, task: TaskId | None = None,
+                            budget: Annotated[int, Field(ge=50, le=100_000, description="Token budget.")] = 1200,
+                            k: Annotated[int, Field(ge=1, le=50)] = 8,
+                            after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
+        from query.context import ContextRequest, build_context as assemble
+        p = await caller(ctx, "memory:read")
+        internal = p.internal(user)
+        await wait(after, RECALL_READS + PROFILE_READS, wait_s)
+        return await assemble(backend.models, ContextRequest(internal, query, session, task, budget, {}, k))
+
+    @server.tool(annotations=reads, description=(
+        "Read who the user is: every active identity, preference and policy (constraint) memory, and the key-value "
+        "preference table (e.g. name, location, likes:<thing>). Needs scope memory:read."))
+    @_tool
+    async def get_profile(user: UserArg, ctx: Context, after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
+        return await _profile(ctx, user, after, wait_s)
+
+    async def _profile(ctx: Context, user: str, after: str | None, wait_s: float) -> dict:
+        from query.profile import profile
+        p = await caller(ctx, "memory:read")
+        internal = p.internal(user)
+        await wait(after, PROFILE_READS, wait_s)
+        return await asyncio.to_thread(profile, backend.models, internal)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                             open_world_hint=False), description=(
+        "Forget one memory for good (and every memory merged into it): a hard delete from every read model, "
+        "recorded in the log. Only when the user asks for it. Needs scope admin."))
+    @_tool
+    async def forget_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
+                            reason: Annotated[str, Field(max_length=500, description="Why (kept in the audit).")] = "") -> dict:
+        from memstream.app.forgetting import forget_memory as forget
+        from projections.queries import memory_family
+        p = await caller(ctx, "admin")
+        internal = p.internal(user)
+        if not await asyncio.to_thread(memory_family, settings, internal, memory_id):
+            raise NotYours("no such memory")    # another tenant's, or none: the same answer
+        pos, ids = await asyncio.to_thread(forget, settings, internal, memory_id, requested_by=f"mcp:{p.key_id}",
+                                           reason=reason)
+        return {**pos.as_dict(), "memory_ids": ids}
+
+    # -- resources ------------------------------------------------------------------------------
+    @server.resource("memstream://users/{user}/profile", name="profile", mime_type="application/json", description=(
+        "The user's profile: identity, preferences and policies by category, and the key-value preference table. "
+        "Needs scope memory:read."))
+    @_resource
+    async def profile_resource(user: str, ctx: Context) -> str:
+        from schemas.limits import check_id
+        check_id(user, "user")      # the input contract; '/' is refused by Principal.internal, as on the API
+        return _json(await _profile(ctx, user, None, 0))
+
+    @server.resource("memstream://memories/{memory_id}/audit{?content}", name="memory-audit",
+                     mime_type="application/json", description=(
+        "A memory's whole life: every event that created, reinforced, linked, merged, superseded or forgot it, each "
+        "with its causation chain down to the turns it came from. Decrypted content needs scope audit:content as well "
+        "as audit:read; `?content=false` gives the clear fields alone."))
+    @_resource
+    async def audit_resource(memory_id: str, ctx: Context, content: str = "true") -> str:
+        import re
+
+        from replay.audit import NotFound, memory_audit, memory_user
+        with_content = content.lower() not in ("false", "0", "no")
+        p = await caller(ctx, "audit:read", *(("audit:content",) if with_content else ()))
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,200}", memory_id):
+            raise InvalidInput("memory_id: letters, digits, '_' and '-', 1-200 characters")
+        owner = await asyncio.to_thread(memory_user, settings, memory_id)
+        if owner is None or not p.owns(owner):     # another tenant's memory is as absent as none
+            raise NotYours("no such memory")
+        try:
+            audit = await asyncio.to_thread(memory_audit, settings, memory_id, content=with_content)
+        except NotFound:
+            raise NotYours("no such memory") from None
+        return _json(externalize(audit, p))
+
+    return server
+
+
+# -- serving --------------------------------------------------------------------------------------
+
+class KeyGate:
+    """Streamable HTTP: a request without a valid API key is an HTTP 401 (as on the API) before the
+    MCP transport reads it; the tools then take the same key from the request for its scopes."""
+
+    def __init__(self, app, backend: Backend):
+        self.app, self.backend = app, backend
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            from starlette.datastructures import Headers
+            from starlette.responses import JSONResponse
+            try:
+                await verify(self.backend, key_from_headers(Headers(scope=scope)))
+            except MCPError as exc:
+                return await JSONResponse({"error": exc.error.message}, status_code=401,
+                                          headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+def serve(settings: Settings, transport: Literal["stdio", "http"] = "stdio", host: str | None = None,
+          port: int | None = None) -> None:
+    if MCPServer is None:
+        raise ConfigError("the MCP server needs the optional extra: pip install 'memstream[mcp]'")
+    stdio_key = None
+    if transport == "stdio":
+        stdio_key = local_api_key(settings)
+        if not stdio_key:
+            raise MemstreamError("no API key: set MEMSTREAM_API_KEY, or run `memstream stack up` for the local admin key")
+    if transport == "stdio":
+        # Refuse to start with a key that would refuse every call (the MCP host shows this line),
+        # before opening the stores.
+        from memstream.privacy.apikeys import ApiKeys
+        keys = ApiKeys(settings)
+        try:
+            if keys.verify(stdio_key) is None:
+                raise MemstreamError("MEMSTREAM_API_KEY (or the local key file) is an unknown or revoked API key")
+        finally:
+            keys.close()
+    backend = Backend(settings)
+    try:
+        if transport == "stdio":
+            logging.basicConfig(stream=sys.stderr, level=logging.WARNING)   # stdout is the protocol's
+            create_server(backend, "stdio", stdio_key).run("stdio")
+        else:
+            import uvicorn
+            app = create_server(backend, "http").streamable_http_app(
+                stateless_http=True, json_response=True, max_request_body_size=settings.max_body_bytes,
+                host=host or settings.api_host)
+            uvicorn.run(KeyGate(app, backend), host=host or settings.api_host, port=port or settings.mcp_port,
+                        log_level="warning", timeout_graceful_shutdown=5)
+    finally:
+        backend.close()

@@ -1,0 +1,284 @@
+"""The MCP server (memstream/app/mcp_server.py) end to end, with the `mcp` SDK's own client, on the real
+stack and pipeline: `memstream mcp` as a stdio subprocess (the way an MCP host starts it) and as a
+streamable HTTP server.
+
+What is checked: the tools are listed with descriptions; a remembered turn that states a preference
+becomes a memory that recall finds, the profile resource shows and the audit resource traces back to
+the turn; a step shows up in build_context; forget_memory deletes. The trust boundary is the HTTP
+API's: no key or a bad key is refused (stdio: the process will not start; HTTP: a 401), a missing
+scope is an MCP error naming it, and another tenant's key sees neither the user's memory nor its audit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP server is the optional extra .[mcp] (in .[test])")
+
+import httpx2  # noqa: E402  (the mcp SDK's HTTP client)
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+from memstream.app.mcp_server import FORBIDDEN, NOT_FOUND  # noqa: E402
+from memstream.app.workers import worker_command  # noqa: E402
+from memstream.config import REPO_ROOT  # noqa: E402
+from memstream.errors import MemstreamError  # noqa: E402
+from tests.auth_helpers import bearer, make_key  # noqa: E402
+from tests.helpers import unique_user  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+TOOLS = {"remember", "remember_step", "recall", "build_context", "get_profile", "forget_memory"}
+MCP_CMD = worker_command("x")[:3] + ["mcp"]          # python -m memstream.app.cli mcp
+
+
+def _env(**extra: str) -> dict:
+    """The server's environment: this test session's namespace and stack, never an inherited key."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("MEMSTREAM_") and k != "MEMSTREAM_API_KEY"}
+    return {**env, **extra}
+
+
+@asynccontextmanager
+async def stdio_session(settings, **env: str):
+    """`memstream mcp` over stdio, as an MCP host runs it; its stderr goes to a log under .stack/logs."""
+    params = StdioServerParameters(command=MCP_CMD[0], args=MCP_CMD[1:], env=_env(**env), cwd=str(REPO_ROOT))
+    with open(settings.stack_dir / "logs" / f"{settings.namespace}-mcp-stdio.log", "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            with anyio.fail_after(60):
+                await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_session(url: str, key: str):
+    async with httpx2.AsyncClient(headers=bearer(key), timeout=60) as client, \
+            streamable_http_client(url, http_client=client) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(30):
+            await session.initialize()
+        yield session
+
+
+async def call(client: ClientSession, tool: str, /, **args) -> dict:
+    """A tool's answer (JSON text), asserting it is not an error result."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+async def resource(client: ClientSession, uri: str) -> dict:
+    result = await client.read_resource(uri)
+    assert result.contents[0].mime_type == "application/json"
+    return json.loads(result.contents[0].text)
+
+
+async def eventually(probe, what: str, timeout: float = 60.0):
+    """Poll an async probe until it returns something truthy (the pipeline works in the background)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await anyio.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+async def refused(awaitable, code: int, words: str) -> None:
+    with pytest.raises(MCPError) as exc:
+        await awaitable
+    assert exc.value.code == code and words in exc.value.message, exc.value.error
+
+
+# -- stdio -------------------------------------------------------------------------------------
+
+def test_stdio_remember_recall_profile_audit_forget(settings, pipeline, admin_key):
+    """The local admin key (the file `stack up` wrote; no MEMSTREAM_API_KEY): the whole round trip."""
+    user = unique_user("mcp")
+    place = f"Mcpville{uuid.uuid4().hex[:6]}"
+
+    async def go():
+        async with stdio_session(settings) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert set(tools) == TOOLS
+            assert all(len(t.description) > 80 for t in tools.values())   # descriptions a model can act on
+            assert "memory:write" in tools["remember"].description and tools["recall"].annotations.read_only_hint
+            templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
+            assert templates == {"memstream://users/{user}/profile", "memstream://memories/{memory_id}/audit{?content}"}
+
+            pos = await call(s, "remember", user=user, session="s1", content=f"I like kayaking and I live in {place}")
+            assert pos["topic"].endswith(".turns") and pos["token"].count(":") == 2
+
+            async def kayaking():
+                hits = (await call(s, "recall", user=user, query="what do I like doing?", after=pos["token"],
+                                   wait_s=20))["hits"]
+                return [h for h in hits if h["content"] == "User likes kayaking"]
+            hit = (await eventually(kayaking, "the preference to be recalled"))[0]
+            assert hit["category"] == "preference"
+
+            async def profile():
+                p = await resource(s, f"memstream://users/{user}/profile")
+                return p if "likes:kayaking" in p["preferences"] and p["preference"] else None
+            p = await eventually(profile, "the profile resource to show the preference")
+            assert p["preferences"]["likes:kayaking"]["value"] == "true"
+            assert p["preferences"]["location"]["value"] == place
+            assert [m["memory_id"] for m in p["preference"]] == [hit["memory_id"]]
+            assert (await call(s, "get_profile", user=user))["preferences"] == p["preferences"]
+
+            async def audit():
+                try:
+                    return await resource(s, f"memstream://memories/{hit['memory_id']}/audit")
+                except MCPError:          # the audit index has not caught up yet
+                    return None
+            a = await eventually(audit, "the memory's audit")
+            assert a["memory_id"] == hit["memory_id"] and a["user"] == user and a["status"] == "active"
+            assert [e["type"] for e in a["origin"]] == ["memory.created", "fact.extracted", "turn.recorded"]
+            assert "kayaking" in json.dumps(a["origin"][-1])               # down to the turn, decrypted
+            clear = await resource(s, f"memstream://memories/{hit['memory_id']}/audit?content=false")
+            assert "kayaking" not in json.dumps(clear) and clear["memory_id"] == hit["memory_id"]
+
+            await call(s, "remember_step", user=user, task="t1", content="booked the kayak", status="ok")
+
+            async def context():     # `after` takes a turn's token (as on the API): the step is polled for
+                ctx = await call(s, "build_context", user=user, query="what should I do next?", task="t1", budget=400)
+                return ctx if "booked the kayak" in ctx["text"] else None
+            assert "User likes kayaking" in (await eventually(context, "the step in the context"))["text"]
+
+            gone = await call(s, "forget_memory", user=user, memory_id=hit["memory_id"], reason="user asked")
+            assert gone["memory_ids"] == [hit["memory_id"]]
+
+            async def forgotten():
+                hits = (await call(s, "recall", user=user, query="what do I like doing?"))["hits"]
+                return all(h["memory_id"] != hit["memory_id"] for h in hits)
+            await eventually(forgotten, "the forgotten memory to leave recall")
+    anyio.run(go)
+
+
+def test_stdio_refuses_to_start_without_a_valid_key(settings):
+    """Over stdio the key is the process's (MEMSTREAM_API_KEY, else the local key file); the scope
+    checks are the same code as over HTTP (test_http_tenants_and_scopes), where a key per session is cheap."""
+    # An unknown key: `memstream mcp` does not start (one line on stderr, exit 2, nothing on stdout).
+    proc = subprocess.run(MCP_CMD, env={**os.environ, **_env(MEMSTREAM_API_KEY="msk_nothere_nope")},
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert "unknown or revoked" in proc.stderr
+    # No key at all (no MEMSTREAM_API_KEY, and a stack dir without the local key file): the same
+    # check, in process (a second subprocess would only pay the imports again).
+    from memstream.app.mcp_server import serve
+    with pytest.raises(MemstreamError, match="no API key"):
+        serve(settings.model_copy(update={"api_key": None, "stack_dir": Path(tempfile.mkdtemp())}), "stdio")
+
+
+# -- streamable HTTP -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mcp_url(settings, pipeline):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = open(settings.stack_dir / "logs" / f"{settings.namespace}-mcp-http.log", "ab")
+    proc = subprocess.Popen(MCP_CMD + ["--transport", "http", "--port", str(port)], env={**os.environ, **_env()},
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "memstream mcp --transport http exited; see its log"
+        try:
+            httpx.post(url, timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=15)
+    log.close()
+
+
+def test_http_needs_a_key(mcp_url):
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    for headers, words in (({}, "no API key"), (bearer("msk_nothere_nope"), "unknown or revoked"),
+                           ({"X-API-Key": "not-a-key"}, "unknown or revoked")):
+        resp = httpx.post(mcp_url, json=hello, headers=headers, timeout=10)
+        assert resp.status_code == 401 and words in resp.json()["error"], resp.text
+        assert resp.headers["WWW-Authenticate"] == "Bearer"
+
+    async def go():       # the SDK's client cannot get a session without one either
+        with pytest.raises(Exception):
+            with anyio.fail_after(20):
+                async with http_session(mcp_url, "msk_nothere_nope"):
+                    pass
+    anyio.run(go)
+
+
+def test_http_tenants_and_scopes(settings, mcp_url):
+    """Two tenants name the same user; each sees its own memory only. Scopes as on the HTTP API."""
+    user = unique_user("mcp-alice")
+    canary = f"Canary{uuid.uuid4().hex[:6]}"
+    acme, globex = make_key(settings, "acme", name="mcp-acme"), make_key(settings, "globex", name="mcp-globex")
+    reader = make_key(settings, "acme", ["memory:read"], name="mcp-acme-reader")
+    auditor = make_key(settings, "acme", ["audit:read"], name="mcp-acme-auditor")
+
+    async def go():
+        async with http_session(mcp_url, acme) as s:
+            assert {t.name for t in (await s.list_tools()).tools} == TOOLS
+            pos = await call(s, "remember", user=user, session="s1", content=f"I live in {canary}")
+
+            async def found():
+                hits = (await call(s, "recall", user=user, query="where do I live?", after=pos["token"],
+                                   wait_s=20))["hits"]
+                return [h for h in hits if canary in h["content"]]
+            memory_id = (await eventually(found, "acme's canary memory"))[0]["memory_id"]
+
+            async def audited():
+                try:
+                    return await resource(s, f"memstream://memories/{memory_id}/audit")
+                except MCPError:
+                    return None
+            assert (await eventually(audited, "acme's memory in the audit index"))["user"] == user
+            profile = await resource(s, f"memstream://users/{user}/profile")
+            assert canary in json.dumps(profile)
+            # bad input is a tool error naming the field and the limit (the model can fix it), not a crash
+            for content, words in (("x" * (settings.max_content_chars + 1), "MEMSTREAM_MAX_CONTENT_CHARS"),
+                                   ("bell\x07", "control characters")):
+                bad = await s.call_tool("remember", {"user": user, "content": content})
+                assert bad.is_error and words in bad.content[0].text, bad.content[0].text
+            bad = await s.call_tool("recall", {"user": user, "query": "x", "after": "not-a-token"})
+            assert bad.is_error and "after" in bad.content[0].text
+
+        async with http_session(mcp_url, globex) as s:       # another tenant, the same user id
+            hits = (await call(s, "recall", user=user, query="where do I live?"))["hits"]
+            assert canary not in json.dumps(hits)
+            assert canary not in json.dumps(await resource(s, f"memstream://users/{user}/profile"))
+            assert canary not in (await call(s, "build_context", user=user, query="where do I live?"))["text"]
+            await refused(s.read_resource(f"memstream://memories/{memory_id}/audit"), NOT_FOUND, "not found")
+            await refused(s.call_tool("forget_memory", {"user": user, "memory_id": memory_id}), NOT_FOUND, "not found")
+
+        async with http_session(mcp_url, reader) as s:
+            assert canary in json.dumps((await call(s, "recall", user=user, query="where do I live?"))["hits"])
+            await refused(s.call_tool("remember", {"user": user, "content": "I like tea"}), FORBIDDEN, "memory:write")
+            await refused(s.call_tool("remember_step", {"user": user, "task": "t", "content": "x"}), FORBIDDEN,
+                          "memory:write")
+            await refused(s.read_resource(f"memstream://memories/{memory_id}/audit"), FORBIDDEN, "audit:read")
+            await refused(s.call_tool("forget_memory", {"user": user, "memory_id": memory_id}), FORBIDDEN, "admin")
+            bad = await s.call_tool("recall", {"user": "a/b", "query": "tea"})       # a tenant separator
+            assert bad.is_error and "user" in bad.content[0].text
+
+        async with http_session(mcp_url, auditor) as s:     # audit:read without audit:content: clear fields only
+            await refused(s.read_resource(f"memstream://memories/{memory_id}/audit"), FORBIDDEN, "audit:content")
+            clear = await resource(s, f"memstream://memories/{memory_id}/audit?content=false")
+            assert clear["memory_id"] == memory_id and canary not in json.dumps(clear)
+            await refused(s.call_tool("recall", {"user": user, "query": "x"}), FORBIDDEN, "memory:read")
+    anyio.run(go)
