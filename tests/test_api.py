@@ -92,3 +92,20 @@ def test_other_4xx_and_the_openapi_document(api_url, admin_key):
         MemoryApi(api_url).recall("u", "")
     with pytest.raises(MemstreamError, match="HTTP 422"):
         MemoryApi(api_url).recall("u", "q", k=0)
+
+
+def test_publishing_for_an_erased_user_is_a_410_not_a_500(settings, api_url, admin_key):
+    """Erasure is final: the key store never creates a key for an erased user again, and the API
+    says so (410, declared in the OpenAPI) instead of failing on the missing key."""
+    from memstream.erasure import erase_user
+    user = unique_user("gone")
+    auth = bearer(admin_key)
+    turn = {"user": user, "session": "s1", "role": "user", "content": "I like tea"}
+    assert httpx.post(api_url + "/v1/turns", json=turn, headers=auth).status_code == 201
+    erase_user(settings, user, requested_by="test")
+    resp = httpx.post(api_url + "/v1/turns", json=turn, headers=auth)
+    assert resp.status_code == 410 and "erased" in resp.json()["error"]
+    step = {"user": user, "task": "t1", "content": "ran the tests"}
+    assert httpx.post(api_url + "/v1/steps", json=step, headers=auth).status_code == 410
+    spec = httpx.get(api_url + "/openapi.json").json()
+    assert "410" in spec["paths"]["/v1/turns"]["post"]["responses"]

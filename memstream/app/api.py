@@ -35,7 +35,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, 
 from starlette.exceptions import HTTPException
 
 from memstream.config import Settings, get_settings
-from memstream.errors import InvalidEvent, InvalidInput, Timeout
+from memstream.errors import InvalidEvent, InvalidInput, Timeout, UserErased
 from memstream.privacy.apikeys import ApiKeys
 from memstream.privacy.tenants import NotYours, Principal
 from memstream.privacy.tenants import externalize as external   # shared with the MCP server
@@ -230,7 +230,8 @@ def _responses(*codes: int) -> dict:
     memory outside the key's reach: another tenant's, or not the key's bound user)."""
     codes = tuple(sorted({401, 403, 404, *codes}))
     what = {401: "No API key, or an unknown or revoked one", 403: "The API key lacks a scope this needs (named)",
-            404: "Not found, or not reachable with this API key", 413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
+            404: "Not found, or not reachable with this API key", 410: "The user was erased: nothing can be recorded for them",
+            413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
             422: "Invalid input: `problems` names each field", 503: "Not applied yet within wait_s, "
             "or a backing service is unavailable: retry later"}
     return {c: {"model": ErrorOut, "description": what[c]} for c in codes}
@@ -304,6 +305,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # starlette re-raises it after this answer, so the server logs the traceback; the caller sees none
         return JSONResponse(status_code=500, content={"error": "internal error"})
 
+    @app.exception_handler(UserErased)
+    async def erased(request: Request, exc: UserErased):
+        # Erasure is final: nothing can be sealed for this user again (memstream/privacy/keystore.py).
+        return JSONResponse(status_code=410, content={"error": "this user was erased; nothing can be recorded for them"})
+
     @app.exception_handler(NotYours)
     async def not_yours(request: Request, exc: NotYours):
         return JSONResponse(status_code=404, content={"error": "not found"})
@@ -353,13 +359,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await wait_until_applied_async(models(), after, reads, timeout=wait_s)
 
     @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn",
-              responses=_responses(413, 422, 503))
+              responses=_responses(410, 413, 422, 503))
     def publish_turn(body: Turn, p: Writer) -> dict:
         return state["client"].record_turn(p.internal(body.user), body.session, body.role, body.content, task=body.task,
                                            at=body.at).as_dict()
 
     @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
-              responses=_responses(413, 422, 503))
+              responses=_responses(410, 413, 422, 503))
     def publish_step(body: Step, p: Writer) -> dict:
         return state["client"].record_step(p.internal(body.user), body.task, body.content, status=body.status, kind=body.kind,
                                            session=body.session, at=body.at).as_dict()
