@@ -32,12 +32,23 @@ def _stored(models: ReadModels, projector: str, topic: str, partition: int) -> i
     return row[0] if row else 0
 
 
+# Sources whose effects reach the memory topic behind watermarks (extractor → memory processor).
+WATERMARKED_SOURCES = frozenset({"turns", "facts"})
+
+
 def _targets(pos: Position, projectors: tuple[str, ...]):
+    """The (projector, topic, partition) positions that must pass `pos` before a read sees it.
+
+    A projector that reads the token's topic waits for the record itself; one that reads the
+    memory topic waits for the watermark of a turn or fact (the decisions it caused); a projector
+    holding nothing derived from that topic (task steps never reach the memory topic) is not
+    waited for: it would never apply the position."""
     logical = pos.topic.rsplit(".", 1)[-1]
     for projector in projectors:
-        if logical in PROJECTOR_TOPICS.get(projector, ()):
+        reads = PROJECTOR_TOPICS.get(projector)
+        if reads is not None and logical in reads:
             yield projector, pos.topic, pos.partition            # it reads that topic itself
-        else:
+        elif reads is None or (logical in WATERMARKED_SOURCES and "memory" in reads):
             yield (projector, *watermarks.position_key(pos.topic, pos.partition))  # it sees the effects
 
 

@@ -109,3 +109,14 @@ def test_publishing_for_an_erased_user_is_a_410_not_a_500(settings, api_url, adm
     assert httpx.post(api_url + "/v1/steps", json=step, headers=auth).status_code == 410
     spec = httpx.get(api_url + "/openapi.json").json()
     assert "410" in spec["paths"]["/v1/turns"]["post"]["responses"]
+
+
+def test_context_reads_its_own_step_write(api_url):
+    """A step's token is a tasks-topic position: context waits for the task buffer that holds it,
+    not for the memory projectors (steps never reach the memory topic, so they would never apply it)."""
+    api = MemoryApi(api_url)
+    user = unique_user("ctxstep")
+    step = api.record_step(user, "t9", "deployed build 42", kind="tool")
+    ctx = api.context(user, "what happened?", task="t9", after=step["token"], wait_s=30)
+    assert "deployed build 42" in ctx["text"]
+    api.close()

@@ -163,6 +163,8 @@ class ContextOut(BaseModel):
 
 RECALL_READS = ("pgvector-items", "neo4j-graph")
 PROFILE_READS = ("pgvector-items", "kv-preferences")
+# Context also holds the session window and the task's steps (query/context.py).
+CONTEXT_READS = RECALL_READS + PROFILE_READS + ("session-windows", "task-buffers")
 
 
 def _problems(errors) -> list[str]:
@@ -456,7 +458,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
               responses=_responses(413, 422, 503))
     async def context_route(body: Context, p: Reader) -> dict:
         user = p.internal(body.user)
-        await wait(body.after, RECALL_READS + PROFILE_READS, body.wait_s)
+        await wait(body.after, CONTEXT_READS, body.wait_s)
         return await build_context(models(), ContextRequest(user, body.query, body.session, body.task,
                                                              body.budget, dict(body.slot_budgets), body.k))
 

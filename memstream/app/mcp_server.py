@@ -42,7 +42,7 @@ try:
 except ImportError:                      # the optional extra is not installed: `memstream mcp` says so
     MCPServer = None
 
-from memstream.app.api import PROFILE_READS, RECALL_READS, TOKEN_PATTERN, ApiUserId, IsoTime
+from memstream.app.api import CONTEXT_READS, PROFILE_READS, RECALL_READS, TOKEN_PATTERN, ApiUserId, IsoTime
 from schemas.limits import Label, SessionId, TaskId
 
 log = logging.getLogger("memstream.mcp")
@@ -265,7 +265,7 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         from query.context import ContextRequest, build_context as assemble
         p = await caller(ctx, "memory:read")
         internal = p.internal(user)
-        await wait(after, RECALL_READS + PROFILE_READS, wait_s)
+        await wait(after, CONTEXT_READS, wait_s)
         return await assemble(backend.models, ContextRequest(internal, query, session, task, budget, {}, k))
 
     @server.tool(annotations=reads, description=(
