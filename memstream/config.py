@@ -15,6 +15,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def default_stack_dir() -> Path:
+    """`.stack` beside the code in a checkout (./dev); for an installed wheel, whose code sits in
+    site-packages, a per-user folder instead of a directory inside the Python installation."""
+    if (REPO_ROOT / "pyproject.toml").exists():
+        return REPO_ROOT / ".stack"
+    return Path.home() / ".local" / "share" / "memstream"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMSTREAM_", frozen=True, extra="ignore")
 
@@ -24,7 +32,7 @@ class Settings(BaseSettings):
     partitions: int = Field(6, ge=1, description="Partitions per topic (key = user id, so one user's events stay ordered).")
 
     # -- local stack ---------------------------------------------------------------------
-    stack_dir: Path = Field(REPO_ROOT / ".stack", description="Where the local stack keeps jars, data, logs and pid files.")
+    stack_dir: Path = Field(default_factory=default_stack_dir, description="Where the local stack keeps jars, data, logs and pid files. Default: `.stack` in a checkout; `~/.local/share/memstream` for an installed wheel.")
     kafka_host: str = Field("127.0.0.1", description="Kafka listener host.")
     kafka_port: int = Field(29092, description="Kafka broker port.")
     kafka_controller_port: int = Field(29093, description="Kafka KRaft controller port.")
@@ -154,7 +162,7 @@ class Settings(BaseSettings):
         lines = ["| variable | default | meaning |", "|---|---|---|"]
         for name, field in cls.model_fields.items():
             var = field.alias or f"MEMSTREAM_{name.upper()}"
-            default = field.default
+            default = field.default_factory() if field.default_factory is not None else field.default
             if isinstance(default, SecretStr):
                 default = "(secret)"
             elif isinstance(default, Path):

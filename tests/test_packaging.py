@@ -74,6 +74,8 @@ def test_unpacked_wheel_runs_the_entry_point_without_the_checkout(wheel, tmp_pat
     probe = ("import sys, memstream; from memstream.app.cli import main; from memstream.stack import prereqs\n"
              "print(memstream.__file__); print(prereqs.STACK_SRC)\n"
              "assert (prereqs.STACK_SRC / 'neo4j' / 'Launcher.java').is_file()\n"
+             "from memstream.config import Settings\n"
+             "print('stack_dir', Settings().stack_dir)\n"
              "sys.argv = ['memstream', '--help']; main()\n")
     # cwd = the unpacked wheel: it comes first on sys.path, before the checkout's editable install
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -81,3 +83,6 @@ def test_unpacked_wheel_runs_the_entry_point_without_the_checkout(wheel, tmp_pat
     first, second = proc.stdout.splitlines()[:2]
     assert first.startswith(str(tmp_path)) and second.startswith(str(tmp_path)), proc.stdout
     assert "stack" in proc.stdout and "usage: memstream" in proc.stdout
+    # an installed wheel keeps its stack in a per-user folder, not inside the installation
+    stack_dir = next(line for line in proc.stdout.splitlines() if line.startswith("stack_dir ")).split(" ", 1)[1]
+    assert not stack_dir.startswith(str(tmp_path)) and stack_dir.endswith(".local/share/memstream"), stack_dir
