@@ -34,6 +34,7 @@ def _stored(models: ReadModels, projector: str, topic: str, partition: int) -> i
 
 # Sources whose effects reach the memory topic behind watermarks (extractor → memory processor).
 WATERMARKED_SOURCES = frozenset({"turns", "facts"})
+SOURCES = frozenset({"turns", "facts", "tasks", "memory"})
 
 
 def _targets(pos: Position, projectors: tuple[str, ...]):
@@ -48,8 +49,10 @@ def _targets(pos: Position, projectors: tuple[str, ...]):
         reads = PROJECTOR_TOPICS.get(projector)
         if reads is not None and logical in reads:
             yield projector, pos.topic, pos.partition            # it reads that topic itself
-        elif reads is None or (logical in WATERMARKED_SOURCES and "memory" in reads):
-            yield (projector, *watermarks.position_key(pos.topic, pos.partition))  # it sees the effects
+        elif (reads is None or logical not in SOURCES
+              or (logical in WATERMARKED_SOURCES and "memory" in reads)):
+            # it sees the effects (an unknown topic's position is never applied: the caller times out)
+            yield (projector, *watermarks.position_key(pos.topic, pos.partition))
 
 
 def wait_until_applied(models: ReadModels, token: str, projectors: tuple[str, ...], timeout: float = 5.0) -> float:
