@@ -126,6 +126,8 @@ def test_bad_ids_in_a_path_are_422(api, path, says):
     ("GET", "/v1/audit/users/u?limit=0", None, "limit:"),
     ("GET", "/v1/audit/users/u?limit=100001", None, "limit:"),
     ("GET", "/v1/users/u/profile?as_of=-240", None, "as_of: must be an ISO 8601 date-time"),
+    ("POST", "/v1/recall", {"user": "u", "query": "q", "tags": ["a\u0000b"]}, "tags.0: tag contains control characters"),
+    ("POST", "/v1/recall", {"user": "u", "query": "q", "categories": [""]}, "categories.0:"),
     ("GET", "/v1/users/u/preferences?as_of=2026-01-01T00:00:00", None, "as_of: Input should have timezone info"),
     ("GET", "/v1/audit/users/u?since=12", None, "since: must be an ISO 8601 date-time"),
     ("GET", "/v1/users/u/profile?after=garbage", None, "after: String should match pattern"),

@@ -83,10 +83,17 @@ def test_metrics_move_and_lag_returns_to_zero(settings, pipeline, client, capsys
 
     ns = settings.namespace
     # The workers write their metrics port into their health files once serving.
-    wait_for(lambda: {"extractor", "memory", "projectors"} <= set(worker_ports(settings)), timeout=30,
-             what="every worker to serve /metrics")
-    ports = worker_ports(settings)
-    before = scrape_workers(ports)
+    # A health file can still name the port of an earlier pipeline of this namespace (another test
+    # module's, stopped), so wait until every named port answers, re-reading the files each time.
+    def serving():
+        ports = worker_ports(settings)
+        if not {"extractor", "memory", "projectors"} <= set(ports):
+            return None
+        try:
+            return ports, scrape_workers(ports)
+        except httpx.HTTPError:
+            return None
+    ports, before = wait_for(serving, timeout=60, what="every worker to serve /metrics")
     # Each endpoint is this session's worker, not another pipeline's on the same machine.
     for name, rows in before.items():
         assert total(rows, "memstream_worker_info", namespace=ns, worker=name) == 1, name

@@ -45,7 +45,8 @@ from query.context import ContextRequest, build_context
 from query.profile import profile
 from query.recall import RecallRequest, recall, recalled_event
 from query.store import ReadModels
-from schemas.limits import CONTENT_PATTERN, Label, SessionId, TaskId, Text, UserId, check_content, check_event_time
+from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, Label, SessionId, TaskId, Text, UserId, check_content,
+                            check_event_time, check_id)
 
 log = logging.getLogger("memstream.api")
 
@@ -78,7 +79,9 @@ After = Field(None, pattern=TOKEN_PATTERN,
 AsOf = Field(None, description="Time travel: answer from what memory held at this time (ISO 8601 with timezone; "
                                "replayed from the log, see replay/timetravel.py).")
 UserParam = Annotated[ApiUserId, Path(description="The user every result is scoped to (1-200 printable characters).")]
-Tag = Annotated[str, Field(max_length=200)]
+# A category or tag filter: printable like an id (a NUL would reach Postgres as a query parameter).
+Tag = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ID_PATTERN}),
+                AfterValidator(lambda v: check_id(v, "tag"))]
 
 
 class ErrorOut(BaseModel):
