@@ -132,6 +132,7 @@ class Settings(BaseSettings):
     session_idle_minutes: float = Field(30.0, gt=0, description="A session with no message for this long (event time) is closed when the user speaks in another one: what no episode told yet becomes an episodic memory.")
 
     # -- failure handling ----------------------------------------------------------------
+    commit_stall_s: float = Field(120.0, gt=0, description="A faust worker whose offset commit (its producer flush, then the commit) has not finished after this long exits for the supervisor to restart it from its committed offsets: a batch stuck without a partition leader otherwise holds the stream for faust's 20-minute request timeout (streams/offset_guard.py).")
     crash_loop_limit: int = Field(3, ge=1, description="A record in flight when its worker died this many times is dead-lettered instead of processed, so one record cannot restart a worker forever: the first crash counts for the batch it was in, the rest with it alone in flight (memstream/crash_ledger.py).")
     changelog_segment_ms: int = Field(600_000, ge=60_000, description="segment.ms of the faust state changelogs: Kafka compacts only closed segments, so a short segment lets compaction keep a changelog near the size of the live state.")
 

@@ -64,7 +64,8 @@ def make_app(name: str, settings: Settings) -> faust.App:
         datadir=str(datadir),
     )
     # faust can skip a record around a rebalance and commit over it: streams/offset_guard.py
-    offset_guard.attach(app, name, settings.kafka_bootstrap)
+    offset_guard.attach(app, name, settings.kafka_bootstrap, commit_stall_s=settings.commit_stall_s,
+                        on_stall=lambda s: fatal(name, TimeoutError(f"offset commit stalled for {s:.0f} s")))
     return app
 
 

@@ -46,7 +46,7 @@ def head_hole(acked: list[int], committed: int | None, gap_covers) -> tuple[int,
 
 
 def install() -> None:
-    """Patch Consumer._new_offset once (idempotent): never commit over an unacked head."""
+    """Patch Consumer once (idempotent): never commit over an unacked head; time each commit."""
     if getattr(Consumer._new_offset, "memstream_guarded", False):
         return
     original = Consumer._new_offset
@@ -59,6 +59,24 @@ def install() -> None:
 
     _new_offset.memstream_guarded = True
     Consumer._new_offset = _new_offset
+
+    original_commit = Consumer._commit_offsets
+
+    async def _commit_offsets(self, *args, **kwargs):
+        # When this commit started (its producer flush comes first): OffsetHealer.check watches it.
+        self._memstream_commit_started = time.monotonic()
+        try:
+            return await original_commit(self, *args, **kwargs)
+        finally:
+            self._memstream_commit_started = None
+
+    Consumer._commit_offsets = _commit_offsets
+
+
+def commit_stalled_for(consumer) -> float:
+    """Seconds the commit in progress has been running (0: none)."""
+    started = getattr(consumer, "_memstream_commit_started", None)
+    return 0.0 if started is None else time.monotonic() - started
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +139,13 @@ class OffsetHealer:
     below the read offset it keeps setting from the batch in hand), and only the skipped records
     are processed again, not everything after them."""
 
-    def __init__(self, component: str, bootstrap: str, redeliver_after: float = 30.0):
+    def __init__(self, component: str, bootstrap: str, redeliver_after: float = 30.0,
+                 commit_stall_s: float = 120.0, on_stall=None):
         self.component = component
         self.bootstrap = bootstrap
         self.redeliver_after = redeliver_after
+        self.commit_stall_s = commit_stall_s
+        self.on_stall = on_stall    # called with the seconds stalled (the app exits the process)
         self.suspects: dict = {}
         self.delivered: dict = {}   # tp -> (hole, monotonic time): not again while it is queued
         self.healed = 0
@@ -142,6 +163,16 @@ class OffsetHealer:
     async def check(self, app) -> int:
         """One check; returns the records handed to the streams again. Nothing is judged across a
         rebalance (its own seek re-reads from the committed offsets)."""
+        # 0. A commit that never ends: faust flushes its producer first, and a batch for a
+        #    partition without a leader (seen on a freshly started broker) waits out faust's
+        #    20-minute request timeout while nothing of this worker is committed. Exiting hands the
+        #    partitions to a restart that reads from the committed offsets: nothing is lost.
+        stalled = commit_stalled_for(app.consumer)
+        if stalled > self.commit_stall_s and self.on_stall is not None:
+            log.error("%s: an offset commit has not finished after %.0f s (MEMSTREAM_COMMIT_STALL_S); "
+                      "exiting for a restart", self.component, stalled)
+            self.on_stall(stalled)
+            return 0
         if app.rebalancing or not app.flow_control.is_active():
             self.suspects = {}
             return 0
@@ -168,10 +199,12 @@ class OffsetHealer:
         return healed
 
 
-def attach(app, component: str, bootstrap: str, every: float = 2.0) -> OffsetHealer:
-    """Guard an app's commits and heal skipped records every `every` seconds."""
+def attach(app, component: str, bootstrap: str, every: float = 2.0, commit_stall_s: float = 120.0,
+           on_stall=None) -> OffsetHealer:
+    """Guard an app's commits and heal skipped records every `every` seconds; `on_stall` is called
+    when a commit has run longer than `commit_stall_s`."""
     install()
-    healer = OffsetHealer(component, bootstrap)
+    healer = OffsetHealer(component, bootstrap, commit_stall_s=commit_stall_s, on_stall=on_stall)
 
     @app.timer(every)
     async def heal_skipped_offsets() -> None:

@@ -66,3 +66,21 @@ def test_a_hole_is_a_suspect_only_when_nothing_in_flight_explains_it():
     slow = InFlight(TP0, 37)          # record 37 is still being processed (a retry, a slow step)
     c._unacked_messages.add(slow)
     assert healer.holes(c) == {}
+
+
+def test_a_commit_that_never_ends_calls_on_stall():
+    """faust flushes its producer before committing; a batch stuck without a partition leader held
+    a CI run's memory worker for 1,003 s. The check exits (on_stall) once the commit outlives the
+    limit, and leaves a commit in its limit alone."""
+    import asyncio
+    import time
+
+    app, c = consumer()
+    stalls = []
+    healer = OffsetHealer("test", "127.0.0.1:1", commit_stall_s=60.0, on_stall=stalls.append)
+    c._memstream_commit_started = time.monotonic() - 10
+    asyncio.run(healer.check(app))
+    assert stalls == []
+    c._memstream_commit_started = time.monotonic() - 61
+    asyncio.run(healer.check(app))
+    assert len(stalls) == 1 and stalls[0] > 60
