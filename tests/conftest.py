@@ -99,9 +99,16 @@ def pipeline(settings):
     from projections.queries import preferences
     from tests.helpers import wait_for
     probe = MemoryClient(settings)
-    probe.record_turn("probe-ready", "s", "user", "I live in Probeville")
-    wait_for(lambda: preferences(settings, "probe-ready"), timeout=180, what="the pipeline to be ready")
-    probe.close()
+    try:
+        probe.record_turn("probe-ready", "s", "user", "I live in Probeville")
+        wait_for(lambda: preferences(settings, "probe-ready"), timeout=180, what="the pipeline to be ready")
+    except BaseException:
+        # a fixture that fails before its yield is never torn down: stop the workers here
+        WATCHED.clear()
+        stop_pipeline(procs)
+        raise
+    finally:
+        probe.close()
     yield procs
     WATCHED.clear()
     stop_pipeline(procs)
