@@ -119,9 +119,16 @@ def load(driver, url: str, shot: str | None = None):
 
 
 def sign_in(driver, api_url: str, key: str) -> None:
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
     driver.get(api_url + "/console/login")
     driver.find_element("id", "api_key").send_keys(key)
-    driver.find_element("id", "sign-in").click()
+    button = driver.find_element("id", "sign-in")
+    button.click()
+    # the form's POST navigates asynchronously: wait until the login page is gone, or a loaded
+    # page after it would race the redirect (a loaded CI machine landed on the wrong page)
+    WebDriverWait(driver, 30).until(ec.staleness_of(button))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def texts(driver, css: str) -> list[str]:
@@ -198,8 +205,12 @@ def test_timeline_shows_the_memory_created_and_its_causation_chain_down_to_the_t
 
 def test_graph_draws_the_users_memories_and_their_edges(browser, api_url, world):
     sign_in(browser, api_url, world["admin"])
-    load(browser, f"{api_url}/console/users/{world['user']}/graph", "graph")
-    nodes = {e.get_attribute("data-memory-id") for e in browser.find_elements("css selector", "svg#graph g.node")}
+
+    def drawn():   # the graph projector is its own consumer: reload until it has the memories
+        load(browser, f"{api_url}/console/users/{world['user']}/graph", "graph")
+        return {e.get_attribute("data-memory-id") for e in browser.find_elements("css selector", "svg#graph g.node")}
+    nodes = wait_for(lambda: (n := drawn()) == set(world["memories"].values()) and n, timeout=60, interval=1.0,
+                     what="the graph's nodes")
     assert nodes == set(world["memories"].values())
     kinds = [e.get_attribute("data-kind") for e in browser.find_elements("css selector", "svg#graph line.edge")]
     assert kinds.count("FOLLOWS") == 2, kinds          # three memories in a row: two FOLLOWS links
