@@ -153,7 +153,8 @@ def test_login_refuses_a_bad_key_and_keeps_a_good_one_in_an_httponly_strict_cook
     cookie = browser.get_cookie("memstream_console")
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict" and cookie["path"] == "/console"
     assert browser.execute_script("return document.cookie") == "", "a script can read the key"
-    assert console_errors(browser) == []
+    # (the refused attempt's 401 can reach the browser log late on a loaded machine; nothing else may)
+    assert [e for e in console_errors(browser) if " 401 " not in e["message"]] == []
     listed = {e.get_attribute("data-user") for e in browser.find_elements("css selector", "#users tr[data-user]")}
     assert world["user"] in listed, "the home page lists the tenant's users"
     browser.find_element("css selector", "header form button").click()          # sign out
