@@ -157,7 +157,11 @@ def test_login_refuses_a_bad_key_and_keeps_a_good_one_in_an_httponly_strict_cook
     assert [e for e in console_errors(browser) if " 401 " not in e["message"]] == []
     listed = {e.get_attribute("data-user") for e in browser.find_elements("css selector", "#users tr[data-user]")}
     assert world["user"] in listed, "the home page lists the tenant's users"
-    browser.find_element("css selector", "header form button").click()          # sign out
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    out = browser.find_element("css selector", "header form button")
+    out.click()          # sign out; its POST navigates asynchronously, as the sign-in's does
+    WebDriverWait(browser, 30).until(ec.staleness_of(out))
     assert browser.get_cookie("memstream_console") is None and browser.find_elements("id", "login")
 
 
