@@ -97,34 +97,29 @@ class KeyStore:
 
     def _execute(self, query, params=None, fetch: str | None = None):
         """Run one statement; on a lost connection reconnect and retry once, then raise Unavailable."""
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    cur = self._connection().execute(query, params)
-                    if fetch == "one":
-                        return cur.fetchone()
-                    if fetch == "all":
-                        return cur.fetchall()
-                    return cur
-                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                    if self._conn is not None:
-                        try:
-                            self._conn.close()
-                        except Exception:  # noqa: BLE001 - already broken
-                            pass
-                    self._conn = None
-                    if attempt == 2:
-                        raise Unavailable(f"key store unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+        def run(conn):
+            cur = conn.execute(query, params)
+            if fetch == "one":
+                return cur.fetchone()
+            if fetch == "all":
+                return cur.fetchall()
+            return cur
+        return self._retrying(run)
 
     def _transaction(self, work):
         """Run work(conn) in one transaction; on a lost connection reconnect and retry once (work
         must be idempotent: a lost answer may hide a commit), then raise Unavailable."""
+        def run(conn):
+            with conn.transaction():
+                return work(conn)
+        return self._retrying(run)
+
+    def _retrying(self, work):
+        """work(conn) under the lock; a lost connection is dropped and tried once more, then Unavailable."""
         with self._lock:
             for attempt in (1, 2):
                 try:
-                    conn = self._connection()
-                    with conn.transaction():
-                        return work(conn)
+                    return work(self._connection())
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     if self._conn is not None:
                         try:
