@@ -579,6 +579,8 @@ def _remove_span(text: str, start: int, end: int) -> str:
     left = _DANGLING.sub("", left)                       # "Just last week I…" → "I…"
     space = (" " if left and right and not _CJK.match(left[-1]) and not _CJK.match(right[0]) and right[0] not in ",.!?;:"
              else "")
+    if left and right and _CJK.match(right[0]) and text[:start].rstrip().endswith(("，", ",")):
+        space = "，"     # "我是护士，上个月去了东京" → "我是护士，去了东京": the clauses stay apart
     return (left + space + right).strip(" ,-，")
 
 
