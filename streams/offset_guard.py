@@ -45,6 +45,19 @@ def head_hole(acked: list[int], committed: int | None, gap_covers) -> tuple[int,
     return committed, head
 
 
+def tail_hole(read: int | None, committed: int | None, highwater: int | None, gap_covers) -> tuple[int, int] | None:
+    """With no acks at all: the offsets [committed, read] that faust delivered (its read offset is
+    the last offset handed to the streams) but no stream processed, or None. The queues being
+    cleared on a resume (faust#596) drop a partition's whole tail this way, with no later ack to
+    show the hole. `highwater` (the log end the fetcher last saw) rules out the state just after
+    a seek, when the read offset equals the committed offset and nothing is there to read yet."""
+    if read is None or committed is None or highwater is None:
+        return None
+    if read < committed or highwater <= committed or gap_covers(committed):
+        return None
+    return committed, min(read + 1, highwater)
+
+
 def install() -> None:
     """Patch Consumer once (idempotent): never commit over an unacked head; time each commit."""
     if getattr(Consumer._new_offset, "memstream_guarded", False):
@@ -150,12 +163,24 @@ class OffsetHealer:
         self.delivered: dict = {}   # tp -> (hole, monotonic time): not again while it is queued
         self.healed = 0
 
-    def holes(self, consumer) -> dict:
+    def holes(self, consumer, queued: int = 0) -> dict:
+        """tp -> (first, end) of offsets delivered to the streams but never processed. `queued`:
+        records waiting in the streams' queues (not tracked as in flight yet); a partition with
+        no acks is judged only when nothing waits there."""
         in_flight = {(m.tp, m.offset) for m in list(consumer._unacked_messages) if not m.acked}
         out = {}
-        for tp, acked in list(consumer._acked.items()):
+        acking = consumer.app.topics.acks_enabled_for
+        for tp in set(consumer._acked) | set(consumer._read_offset):
+            acked = list(consumer._acked.get(tp, ()))
             gaps = consumer._gap[tp]
-            hole = head_hole(list(acked), consumer._committed_offset.get(tp), lambda o, g=gaps: bool(g.at(o)))
+            covers = lambda o, g=gaps: bool(g.at(o))  # noqa: E731
+            committed = consumer._committed_offset.get(tp)
+            if acked:
+                hole = head_hole(acked, committed, covers)
+            elif queued or not acking(tp.topic) or tp in consumer._paused_partitions:
+                continue    # records still queued, a changelog (never committed), or a partition faust holds back
+            else:
+                hole = tail_hole(consumer._read_offset.get(tp), committed, _highwater(consumer, tp), covers)
             if hole is not None and not any((tp, o) in in_flight for o in range(*hole)):
                 out[tp] = hole
         return out
@@ -173,11 +198,11 @@ class OffsetHealer:
                       "exiting for a restart", self.component, stalled)
             self.on_stall(stalled)
             return 0
-        if app.rebalancing or not app.flow_control.is_active():
+        if app.rebalancing or getattr(app, "in_recovery", False) or not app.flow_control.is_active():
             self.suspects = {}
             return 0
         consumer = app.consumer
-        holes = self.holes(consumer)
+        holes = self.holes(consumer, queued=_queued(app))
         now = time.monotonic()
         healed = 0
         for tp, hole in holes.items():
@@ -197,6 +222,18 @@ class OffsetHealer:
         self.suspects = holes
         self.healed += healed
         return healed
+
+
+def _highwater(consumer, tp) -> int | None:
+    try:
+        return consumer.highwater(tp)
+    except Exception:       # not assigned (any more), or no fetch response seen yet: unknown
+        return None
+
+
+def _queued(app) -> int:
+    """Records in the streams' queues: delivered by the fetcher, not yet taken by a stream."""
+    return sum(t._queue.qsize() for t in list(app.topics._topics) if getattr(t, "_queue", None) is not None)
 
 
 def attach(app, component: str, bootstrap: str, every: float = 2.0, commit_stall_s: float = 120.0,

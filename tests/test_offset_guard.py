@@ -6,7 +6,7 @@ import faust
 from faust.types import TP
 
 from streams import offset_guard
-from streams.offset_guard import OffsetHealer, head_hole
+from streams.offset_guard import OffsetHealer, head_hole, tail_hole
 
 TP0 = TP("t.facts", 0)
 
@@ -84,3 +84,27 @@ def test_a_commit_that_never_ends_calls_on_stall():
     c._memstream_commit_started = time.monotonic() - 61
     asyncio.run(healer.check(app))
     assert len(stalls) == 1 and stalls[0] > 60
+
+
+def test_tail_hole_is_what_was_delivered_past_the_committed_offset_with_no_ack():
+    never = lambda o: False  # noqa: E731
+    assert tail_hole(39, 37, 40, never) == (37, 40)      # 37..39 delivered, the queue cleared on a resume
+    assert tail_hole(37, 37, 38, never) == (37, 38)      # just one record
+    assert tail_hole(36, 37, 40, never) is None          # all delivered records are committed
+    assert tail_hole(37, 37, 37, never) is None          # just after a seek, nothing to read yet
+    assert tail_hole(None, 37, 40, never) is None        # nothing delivered since the assignment
+    assert tail_hole(39, 37, None, never) is None        # no fetch response yet: the log end unknown
+    assert tail_hole(39, 37, 40, lambda o: o == 37) is None
+
+
+def test_a_partition_with_no_acks_is_judged_only_when_nothing_waits_in_the_queues():
+    app, c = consumer()
+    app.topics._acking_topics.add(TP0.topic)
+    c.highwater = lambda tp: 40
+    healer = OffsetHealer("test", "127.0.0.1:1")
+    c._committed_offset[TP0] = 37
+    c._read_offset[TP0] = 39
+    assert healer.holes(c) == {TP0: (37, 40)}
+    assert healer.holes(c, queued=3) == {}               # delivered, still waiting for the stream
+    c._paused_partitions.add(TP0)
+    assert healer.holes(c) == {}                         # faust holds the partition back (recovery)
