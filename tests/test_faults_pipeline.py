@@ -134,21 +134,38 @@ def _facts_and_decisions(settings):
     return facts, fact_records, decided, ids, records
 
 
-def _settled(settings, expected: set[str]) -> bool:
+class _NotYet:
+    """A falsy answer that says what is still missing (wait_for prints it when it times out)."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return f"not yet: {self.why}"
+
+
+def _settled(settings, expected: set[str]):
     from confluent_kafka import KafkaException
     try:
         return _settled_now(settings, expected)
-    except KafkaException:   # the broker still electing leaders after a restart: not yet
-        return False
+    except KafkaException as exc:   # the broker still electing leaders after a restart: not yet
+        return _NotYet(f"broker: {exc}")
 
 
-def _settled_now(settings, expected: set[str]) -> bool:
+def _settled_now(settings, expected: set[str]):
     facts, _, decided, _, _ = _facts_and_decisions(settings)
-    if not expected <= facts or not expected <= decided:
-        return False
+    if not expected <= facts:
+        return _NotYet(f"{len(expected - facts)} of {len(expected)} facts missing, e.g. {sorted(expected - facts)[:3]}")
+    if not expected <= decided:
+        return _NotYet(f"{len(expected - decided)} of {len(expected)} facts undecided, "
+                       f"e.g. {sorted(expected - decided)[:3]}")
     from tests.helpers import end_offsets
     memory_end = end_offsets(settings, ["memory"])
-    return all(stored_total(settings, name) >= memory_end for name in PROJECTORS)
+    behind = {name: memory_end - total for name in PROJECTORS if (total := stored_total(settings, name)) < memory_end}
+    return True if not behind else _NotYet(f"projectors behind the memory topic's end: {behind}")
 
 
 def _publish(settings, keys, turns, per_s: float) -> threading.Thread:
@@ -201,7 +218,11 @@ def _run_fault(fault_base, tag: str, inject, env: dict | None = None) -> None:
         note = inject(s, pipe)
         healed_at = time.monotonic()
         sender.join(timeout=60)
-        wait_for(lambda: _settled(s, expected), timeout=180, interval=0.5, what="every turn decided and projected")
+        try:
+            wait_for(lambda: _settled(s, expected), timeout=180, interval=0.5, what="every turn decided and projected")
+        except AssertionError:
+            _print_log_tails(pipe)
+            raise
         recover = time.monotonic() - healed_at
         wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=30, what="extractor lag 0")
         wait_for(lambda: _committed_lag(s, f"{s.namespace}.memory", ["facts"]) == 0, timeout=30, what="memory lag 0")
@@ -222,6 +243,16 @@ def _run_fault(fault_base, tag: str, inject, env: dict | None = None) -> None:
           f"re-emitted_memory_records={records - len(ids)} restarts={restarts}")
     keys.close()
     return log_text, restarts
+
+
+def _print_log_tails(pipe, lines: int = 40) -> None:
+    """What each worker said last, for a run that did not settle (pytest shows it with the failure)."""
+    print(pipe.out.getvalue()[-4000:])
+    for name in pipe.sup.names:
+        path = pipe.sup.log_path(name)
+        if path.exists():
+            print(f"--- {name}: last {lines} lines of {path}")
+            print("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
 
 
 def _kill(worker: str):
