@@ -132,6 +132,7 @@ class Settings(BaseSettings):
     session_idle_minutes: float = Field(30.0, gt=0, description="A session with no message for this long (event time) is closed when the user speaks in another one: what no episode told yet becomes an episodic memory.")
 
     # -- failure handling ----------------------------------------------------------------
+    instance: int = Field(1, ge=1, le=99, description="Which copy of a worker this process is, when a stage runs several (`memstream worker NAME --instances N`, `memstream run --instances N` set it for each child): copy k > 1 is named NAME.k in health files, logs and `memstream status`, serves metrics 10·(k-1) ports above the first copy's, and keeps faust's local directory apart. The copies share the stage's consumer group, so Kafka splits the partitions between them.")
     commit_stall_s: float = Field(120.0, gt=0, description="A faust worker whose offset commit (its producer flush, then the commit) has not finished after this long exits for the supervisor to restart it from its committed offsets: a batch stuck without a partition leader otherwise holds the stream for faust's 20-minute request timeout (streams/offset_guard.py).")
     crash_loop_limit: int = Field(3, ge=1, description="A record in flight when its worker died this many times is dead-lettered instead of processed, so one record cannot restart a worker forever: the first crash counts for the batch it was in, the rest with it alone in flight (memstream/crash_ledger.py).")
     changelog_segment_ms: int = Field(600_000, ge=60_000, description="segment.ms of the faust state changelogs: Kafka compacts only closed segments, so a short segment lets compaction keep a changelog near the size of the live state.")
@@ -143,6 +144,10 @@ class Settings(BaseSettings):
     @property
     def neo4j_uri(self) -> str:
         return f"bolt://{self.neo4j_host}:{self.neo4j_bolt_port}"
+
+    def worker_label(self, name: str) -> str:
+        """The name a worker copy goes by: `memory`, `memory.2`, …"""
+        return name if self.instance == 1 else f"{name}.{self.instance}"
 
     def pg_dsn(self, database: str | None = None) -> str:
         return (f"host={self.pg_host} port={self.pg_port} user={self.pg_user} "

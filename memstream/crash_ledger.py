@@ -36,7 +36,9 @@ CHUNK = 16                               # unit size inside a large suspect span
 
 
 def ledger_path(settings, component: str) -> Path:
-    return Path(settings.stack_dir) / "run" / "inflight" / f"{settings.namespace}-{component}.json"
+    """One file per process: copy k of a stage (MEMSTREAM_INSTANCE) keeps its own marks, and the
+    supervisor restarts a copy under the same k, so the restart finds what it had in flight."""
+    return Path(settings.stack_dir) / "run" / "inflight" / f"{settings.namespace}-{settings.worker_label(component)}.json"
 
 
 class CrashLedger:

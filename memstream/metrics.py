@@ -199,7 +199,8 @@ def timed_query(name: str):
 
 def worker_port(settings, worker: str) -> int | None:
     base = settings.metrics_port
-    return base + WORKER_PORT_OFFSETS.get(worker, 9) if base else None
+    # copy k of a stage (MEMSTREAM_INSTANCE) serves 10·(k-1) ports above the first copy
+    return base + WORKER_PORT_OFFSETS.get(worker, 9) + 10 * (settings.instance - 1) if base else None
 
 
 def serve_worker(settings, worker: str, health=None) -> int | None:
@@ -209,7 +210,7 @@ def serve_worker(settings, worker: str, health=None) -> int | None:
     stop a worker. The port goes into the worker's health file, so `memstream status` and tests
     find the process they mean.
     """
-    _child(WORKER, (settings.namespace, worker)).set(1)
+    _child(WORKER, (settings.namespace, settings.worker_label(worker))).set(1)
     port = worker_port(settings, worker)
     if port is None:
         return None

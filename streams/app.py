@@ -42,7 +42,7 @@ log = logging.getLogger("memstream.streams")
 
 
 def make_app(name: str, settings: Settings) -> faust.App:
-    datadir = settings.stack_dir / "faust" / settings.namespace / name
+    datadir = settings.stack_dir / "faust" / settings.namespace / settings.worker_label(name)   # a copy's own
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         f"{settings.namespace}.{name}",

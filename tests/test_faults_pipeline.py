@@ -287,6 +287,47 @@ def test_a_record_the_stream_skips_is_read_again_not_committed_past(fault_base):
     assert not any(restarts.values()), restarts
 
 
+def _members(settings, groups: list[str]) -> list[int]:
+    """Each group's member count (0 while it is rebalancing or not there yet)."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    out = []
+    for group, fut in admin.describe_consumer_groups(groups).items():
+        try:
+            out.append(len(fut.result(timeout=10).members))
+        except Exception:  # noqa: BLE001
+            out.append(0)
+    return out
+
+
+def test_a_second_worker_of_each_stage_joins_then_the_first_leaves_mid_burst(fault_base):
+    """Scale out and in under load (issue 13): a copy of every stage (`memory.2`, what
+    `memstream worker memory --instances 2` starts) joins its consumer groups mid-burst, then the
+    first copy of each leaves with SIGTERM. Every group rebalances twice while turns flow; the
+    result must be what a clean run of the same log gives: 0 lost, 0 duplicated effects."""
+    stages = ("extractor", "memory", "projectors")
+
+    def groups(s):
+        return [f"{s.namespace}.extractor", f"{s.namespace}.memory"] + [
+            f"{s.namespace}.projector.{name}" for name in PROJECTORS]
+
+    def inject(s, pipe):
+        for name in stages:
+            pipe.sup.add(f"{name}.2")
+        t0 = time.monotonic()
+        wait_for(lambda: min(_members(s, groups(s))) >= 2, timeout=90, interval=1.0,
+                 what="the copies to join every group")
+        joined = time.monotonic() - t0
+        pipe.sup.retire(*stages)
+        wait_for(lambda: set(_members(s, groups(s))) == {1}, timeout=60, interval=1.0,
+                 what="the first copies to leave every group")
+        print(f"\nREBALANCE joined in {joined:.1f} s, left in {time.monotonic() - t0 - joined:.1f} s")
+        return "a second worker of each stage joined mid-burst, then the first left"
+    _, restarts = _run_fault(fault_base, "rb", inject)
+    assert set(restarts) >= {f"{n}.2" for n in stages}
+    assert not any(restarts.values()), restarts
+
+
 def test_postgres_stopped_with_turns_flowing(fault_base):
     def inject(s, pipe):
         fault_service(s, "postgres").stop()

@@ -188,14 +188,18 @@ def cmd_mcp(args) -> None:
 
 def cmd_worker(args) -> None:
     from projections.registry import PROJECTORS
-    from memstream.app.workers import run_worker
+    from memstream.app.workers import Supervisor, run_worker
+    if args.instances > 1:   # N supervised copies in the stage's consumer group
+        if args.only:
+            raise SystemExit("--only and --instances do not combine: run the copies one by one with --only")
+        raise SystemExit(Supervisor(get_settings(), names=(args.name,), instances=args.instances).run())
     only = tuple(args.only.split(",")) if args.only else PROJECTORS
     run_worker(args.name, get_settings(), only)   # a fatal error raises (SystemExit ≠ 0 or a traceback: exit 1)
 
 
 def cmd_run(args) -> None:
     from memstream.app.workers import Supervisor
-    Supervisor(get_settings()).run()
+    Supervisor(get_settings(), instances=args.instances).run()
 
 
 def cmd_pipeline(args) -> None:
@@ -425,9 +429,15 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("worker", help="run one processor (extractor, memory) or the projectors")
     s.add_argument("name", choices=["extractor", "llm-extractor", "memory", "projectors", "ticker"])
     s.add_argument("--only", help="projectors: comma-separated subset")
+    s.add_argument("--instances", type=int, default=1, choices=range(1, 100), metavar="N",
+                   help="run N supervised copies that share the stage's consumer group (default 1); "
+                        "the same command on other machines adds more")
     s.set_defaults(fn=cmd_worker)
 
-    sub.add_parser("run", help="run the whole pipeline until Ctrl-C, restarting a worker that exits").set_defaults(fn=cmd_run)
+    s = sub.add_parser("run", help="run the whole pipeline until Ctrl-C, restarting a worker that exits")
+    s.add_argument("--instances", type=int, default=1, choices=range(1, 100), metavar="N",
+                   help="copies of each stage (extractor, memory, projectors; the ticker stays one)")
+    s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("pipeline", help="the pipeline's workers: alive, waiting (on what), restarts")
     s.add_argument("action", choices=["status"])

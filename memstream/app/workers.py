@@ -44,7 +44,7 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
     from memstream.bus import ensure_topics
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
     from memstream import resilience
-    health = resilience.CURRENT = Health(settings, name).start()
+    health = resilience.CURRENT = Health(settings, settings.worker_label(name)).start()
     health.set(name, "starting")
     from memstream.metrics import serve_worker
     serve_worker(settings, name, health)     # /metrics on MEMSTREAM_METRICS_PORT + this worker's offset
@@ -85,6 +85,22 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
 def worker_command(name: str) -> list[str]:
     """The command line that runs one worker in its own process."""
     return [sys.executable, "-m", "memstream.app.cli", "worker", name]
+
+
+def split_label(label: str) -> tuple[str, int]:
+    """`memory.2` → ("memory", 2); `memory` → ("memory", 1)."""
+    base, _, k = label.rpartition(".")
+    return (base, int(k)) if base and k.isdigit() else (label, 1)
+
+
+def copies(names: tuple[str, ...], instances: int) -> tuple[str, ...]:
+    """Each stage that scales out by consumer group `instances` times (the ticker stays one: it
+    publishes on a clock, so two would tick twice)."""
+    out: list[str] = []
+    for name in names:
+        n = 1 if name == TICKER else instances
+        out += [name] + [f"{name}.{k}" for k in range(2, n + 1)]
+    return tuple(out)
 
 
 # glibc moves its mmap threshold up after a large block is freed, so the 50–180 KB sealed states
@@ -160,9 +176,10 @@ class Supervisor:
     """
 
     def __init__(self, settings: Settings, names: tuple[str, ...] | None = None, env: dict | None = None,
-                 log_dir: Path | None = None, grace: float = 5.0, out=None):
+                 log_dir: Path | None = None, grace: float = 5.0, out=None, instances: int = 1):
         self.settings = settings
-        self.names = names or (WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ()) + (TICKER,))
+        self.names = copies(names or (WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ()) + (TICKER,)),
+                            instances)
         self.log_dir = log_dir or settings.stack_dir / "logs"
         self.env = worker_env(settings, env)
         self.grace = grace
@@ -182,11 +199,40 @@ class Supervisor:
         return self.log_dir / f"{self.settings.namespace}-{name}.log"
 
     def start(self, name: str) -> None:
+        """Start worker `name` (a copy is `memory.2`: the same stage, its own MEMSTREAM_INSTANCE)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        base, k = split_label(name)
+        env = {**self.env, "MEMSTREAM_INSTANCE": str(k)}
         with open(self.log_path(name), "ab") as logf:
-            self.procs[name] = subprocess.Popen(worker_command(name), stdout=logf, stderr=subprocess.STDOUT,
-                                                env=self.env, start_new_session=True)
+            self.procs[name] = subprocess.Popen(worker_command(base), stdout=logf, stderr=subprocess.STDOUT,
+                                                env=env, start_new_session=True)
         self._started[name] = time.monotonic()
+
+    def add(self, name: str) -> None:
+        """One more worker while the others run (scale out: it joins its stage's consumer group)."""
+        if name not in self.names:
+            self.names += (name,)
+            self.restarts[name] = 0
+            self._backoff[name] = Backoff(base=1.0, cap=30.0)
+        self.start(name)
+
+    def retire(self, *names: str, timeout: float = 15.0) -> None:
+        """Stop these workers for good (scale in): SIGTERM, so each leaves its group and the others
+        take its partitions; not restarted. SIGKILL after `timeout`."""
+        procs = [self.procs.pop(name) for name in names]
+        for name in names:
+            self._due.pop(name, None)
+        self.names = tuple(n for n in self.names if n not in names)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def check(self) -> None:
         """One round: notice exits, schedule and perform restarts, write the heartbeat."""
