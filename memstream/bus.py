@@ -46,6 +46,38 @@ class Position:
         return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "token": self.token()}
 
 
+class LogEnds:
+    """The end (high watermark) of topic partitions, asked of the broker only when a position is
+    past the last end seen: a token a publish returned is below it, so the common case costs no
+    round trip. One consumer, never subscribed, used under a lock (calls come from threads)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._ends: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+        self._consumer = None
+
+    def is_past_end(self, pos: Position, timeout: float = 5.0) -> bool:
+        """True when `pos` is at or past the partition's end: no record is there (yet)."""
+        key = (pos.topic, pos.partition)
+        if pos.offset < self._ends.get(key, 0):
+            return False
+        from confluent_kafka import Consumer, TopicPartition
+        with self._lock:
+            if self._consumer is None:
+                self._consumer = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap,
+                                           "group.id": f"{self.settings.namespace}.log-ends", "enable.auto.commit": False})
+            _low, high = self._consumer.get_watermark_offsets(TopicPartition(pos.topic, pos.partition), timeout=timeout)
+        self._ends[key] = high
+        return pos.offset >= high
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+
 def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
     """Create the namespace's topics if missing: infinite retention, settings.partitions each."""
     admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})

@@ -34,13 +34,15 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
+from memstream.bus import LogEnds
+from memstream.bus import Position as BusPosition
 from memstream.config import Settings, get_settings
 from memstream.errors import InvalidEvent, InvalidInput, Timeout, UserErased
 from memstream.privacy.apikeys import ApiKeys
 from memstream.privacy.tenants import NotYours, Principal
 from memstream.privacy.tenants import externalize as external   # shared with the MCP server
 from projections.queries import session_window, task_status, task_steps
-from query.consistency import wait_until_applied_async
+from query.consistency import SOURCES, wait_until_applied_async
 from query.context import ContextRequest, build_context
 from query.profile import profile
 from query.recall import RecallRequest, recall, recalled_event
@@ -236,6 +238,7 @@ def _responses(*codes: int) -> dict:
     codes = tuple(sorted({401, 403, 404, *codes}))
     what = {401: "No API key, or an unknown or revoked one", 403: "The API key lacks a scope this needs (named)",
             404: "Not found, or not reachable with this API key", 410: "The user was erased: nothing can be recorded for them",
+            409: "`after` is past the end of the log: no publish returned that position",
             413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
             422: "Invalid input: `problems` names each field", 503: "Not applied yet within wait_s, "
             "or a backing service is unavailable: retry later"}
@@ -256,6 +259,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state["keys"].close()
         state["client"].close()
         state["models"].close()
+        log_ends.close()
 
     app = FastAPI(title="memstream", version="1", lifespan=lifespan,
                   description="Long-term memory for AI agents. Every query is scoped to one user.")
@@ -274,11 +278,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                    description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
     Turn = create_model("TurnIn", __base__=TurnIn, content=(Content, ...), at=(At, Field(None, description=TurnIn.model_fields["at"].description)))
     Step = create_model("StepIn", __base__=StepIn, content=(Content, ...), at=(At, None))
-    Recall = create_model("RecallIn", __base__=RecallIn, wait_s=(WaitS, 5.0))
-    Context = create_model("ContextIn", __base__=ContextIn, wait_s=(WaitS, 5.0))
+    log_topics = {settings.topic(t) for t in SOURCES}
+    log_ends = LogEnds(settings)
+    # The token pattern names this namespace's topics and partitions, so the published document
+    # says exactly which tokens exist; the offset is checked against the log's end (409).
+    token_pattern = (r"^(?:" + "|".join(re.escape(t) for t in sorted(log_topics)) + r"):(?:"
+                     + "|".join(str(p) for p in range(settings.partitions)) + r"):[0-9]{1,18}$")
+    default_wait = min(5.0, settings.max_wait_s)   # a default above the limit would refuse its own default
+    AfterF = (str | None, Field(None, pattern=token_pattern, description=After.description))
+    Recall = create_model("RecallIn", __base__=RecallIn, wait_s=(WaitS, default_wait), after=AfterF)
+    Context = create_model("ContextIn", __base__=ContextIn, wait_s=(WaitS, default_wait), after=AfterF)
     WaitQ = Annotated[float, Query(ge=0, le=settings.max_wait_s,
                                    description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
-    AfterQ = Annotated[str | None, Query(pattern=TOKEN_PATTERN, description=After.description)]
+    AfterQ = Annotated[str | None, Query(pattern=token_pattern, description=After.description)]
     AsOfQ = Annotated[IsoTime | None, Query(description=AsOf.description)]
 
     # -- errors: 422 for bad input, 503 to retry, a generic 500 for the rest -----------------
@@ -359,9 +371,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def models() -> ReadModels:
         return state["models"]
 
+
     async def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
         if after:
-            await wait_until_applied_async(models(), after, reads, timeout=wait_s)
+            # A position this namespace's log cannot hold would never be applied: say so (422)
+            # instead of waiting out wait_s and answering 503 ("retry later" would be a lie).
+            pos = BusPosition.parse(after)
+            if pos.topic not in log_topics or pos.partition >= settings.partitions:
+                raise InvalidInput(f"after: {after!r} is not a position in this namespace's log (a token from "
+                                   f"publishing here: one of {', '.join(sorted(log_topics))}, partition "
+                                   f"0..{settings.partitions - 1})")
+            try:
+                await wait_until_applied_async(models(), after, reads, timeout=wait_s)
+            except Timeout:
+                # Only now ask where the log ends (a real token is applied before its wait runs out):
+                # a position past it would never be applied, so "retry later" would be a lie.
+                if await run_in_threadpool(log_ends.is_past_end, pos):
+                    raise HTTPException(409, f"after: {after!r} is past the end of the log: "
+                                             "no publish returned it") from None
+                raise
 
     @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn",
               responses=_responses(410, 413, 422, 503))
@@ -376,7 +404,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                            session=body.session, at=body.at).as_dict()
 
     @app.post("/v1/recall", response_model=list[RecallHitOut], summary="Recall memories relevant to a query",
-              responses=_responses(413, 422, 503))
+              responses=_responses(413, 409, 422, 503))
     async def recall_route(body: Recall, p: Reader) -> list[dict]:
         user = p.internal(body.user)
         await wait(body.after, RECALL_READS, body.wait_s)
@@ -394,8 +422,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return [h.as_dict() for h in hits]
 
     @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category",
-             responses=_responses(422, 503))
-    async def profile_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = 5.0,
+             responses=_responses(409, 422, 503))
+    async def profile_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = default_wait,
                             as_of: AsOfQ = None) -> dict:
         user = p.internal(user)
         await wait(after, PROFILE_READS, wait_s)
@@ -404,8 +432,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return await run_in_threadpool(profile_as_of, settings, user, as_of)
         return await run_in_threadpool(profile, models(), user)
 
-    @app.get("/v1/users/{user}/preferences", summary="The key-value preference table", responses=_responses(422, 503))
-    async def preferences_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = 5.0,
+    @app.get("/v1/users/{user}/preferences", summary="The key-value preference table", responses=_responses(409, 422, 503))
+    async def preferences_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = default_wait,
                                 as_of: AsOfQ = None) -> dict:
         user = p.internal(user)
         await wait(after, ("kv-preferences",), wait_s)
@@ -439,26 +467,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return external(user_timeline(settings, p.internal(user), content=content, limit=limit, since=since,
                                       until=until), p)
 
-    @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task", responses=_responses(422, 503))
+    @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task", responses=_responses(409, 422, 503))
     async def steps_route(user: UserParam, task: Annotated[TaskId, Path()], p: Reader,
                           k: Annotated[int, Query(ge=1, le=settings.task_buffer_size,
                                                   description="Steps wanted (at most the ring buffer size).")] = 20,
-                          after: AfterQ = None, wait_s: WaitQ = 5.0) -> dict:
+                          after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
         user = p.internal(user)
         await wait(after, ("task-buffers",), wait_s)
         return await run_in_threadpool(lambda: {"task": task_status(settings, user, task),
                                                 "steps": task_steps(settings, user, task, k)})
 
     @app.get("/v1/users/{user}/sessions/{session}", summary="The session window (recent messages)",
-             responses=_responses(422, 503))
+             responses=_responses(409, 422, 503))
     async def session_route(user: UserParam, session: Annotated[SessionId, Path()], p: Reader, after: AfterQ = None,
-                            wait_s: WaitQ = 5.0) -> dict:
+                            wait_s: WaitQ = default_wait) -> dict:
         user = p.internal(user)
         await wait(after, ("session-windows",), wait_s)
         return await run_in_threadpool(session_window, settings, user, session, with_summary=True)
 
     @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget",
-              responses=_responses(413, 422, 503))
+              responses=_responses(413, 409, 422, 503))
     async def context_route(body: Context, p: Reader) -> dict:
         user = p.internal(body.user)
         await wait(body.after, CONTEXT_READS, body.wait_s)
