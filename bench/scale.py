@@ -1,0 +1,164 @@
+"""Scale: throughput with 1 vs 2 workers per stage, and the memory worker's RSS and recovery time
+by number of users.
+
+    .venv/bin/python -m bench.scale [--turns 2000] [--users 1000,10000] [--skip-throughput]
+
+1. **Throughput.** For N = 1 and 2: a fresh namespace gets a backlog of `--turns` turns (each
+   states a fact, 200 users) before any worker runs; then `memstream run --instances N`'s
+   workers (no ticker) start, and the run ends when every projector has projected everything the
+   memory processor decided. Printed: turns/s from the first decision to the end (start-up is
+   excluded: it is paid once), and the wall time including start-up.
+2. **State per user count.** For each U in `--users`: one fact-bearing turn per user, settled;
+   then the memory worker's RSS (its process tree) and its state tables' size, a kill -9 of it,
+   and the time until a fact of a new user published right after the kill is decided (the
+   supervisor's restart, faust's table recovery from the changelog, the first decision).
+
+Each run uses its own namespace (`scale…`) and leaves its topics and rows behind; drop them with
+`memstream forget-namespace NS` where that command exists, or delete the topics `NS.*`.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import signal
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from bench.soak import end_offset, group_lag, projector_lag
+from memstream.app.workers import Supervisor
+from memstream.bus import EventProducer, ensure_topics
+from memstream.config import get_settings
+from memstream.privacy.keystore import KeyStore
+from memstream.resilience import read_health
+from memstream.stack.process import memory_mib
+from projections import pg
+from projections.queries import memories
+from schemas.codec import encode, make_envelope
+from schemas.events import TurnRecorded
+
+STAGES = ("extractor", "memory", "projectors")
+TEXTS = ["I like {x}", "I live in {x}", "My favourite food is {x}", "我喜欢{x}", "I work at {x}"]
+WORDS = ["hiking", "Lisbon", "ramen", "喝茶", "Acme", "chess", "jazz", "Porto", "咖啡", "sailing", "Kyoto", "tennis"]
+
+
+def fresh(tag: str):
+    s = get_settings().model_copy(update={"namespace": f"scale{tag}{uuid.uuid4().hex[:6]}"})
+    ensure_topics(s)
+    pg.ensure_schema(s)
+    return s
+
+
+def publish(settings, keys, n: int, users: int, start: int = 0, user: str | None = None) -> list:
+    """n turns, each stating a fact, round-robin over `users` users (or all `user`'s)."""
+    producer = EventProducer(settings)
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    sent = []
+    for i in range(start, start + n):
+        who = user or f"u{i % users}"
+        text = TEXTS[i % len(TEXTS)].format(x=WORDS[(i * 7) % len(WORDS)] + f" {i}")
+        env = make_envelope(TurnRecorded(session=f"s{i % 7}", role="user", content=text), user=who,
+                            time=t0 + timedelta(seconds=i))
+        producer.send(settings.topic("turns"), who, encode(env, keys))
+        sent.append(env)
+    producer.flush(timeout=300)
+    producer.close()
+    return sent
+
+
+def settled(settings) -> bool:
+    ns = settings.namespace
+    return (group_lag(settings, f"{ns}.extractor", ["turns"]) == 0
+            and group_lag(settings, f"{ns}.memory", ["facts"]) == 0
+            and end_offset(settings, "memory") > 0
+            and not any(projector_lag(settings).values()))
+
+
+def run_until(sup: Supervisor, done, timeout: float, every: float = 1.0) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sup.check()
+        if done():
+            return time.monotonic()
+        time.sleep(every)
+    raise TimeoutError("the pipeline did not settle in time")
+
+
+def throughput(turns: int, instances: int) -> dict:
+    s = fresh(f"t{instances}")
+    keys = KeyStore(s)
+    publish(s, keys, turns, users=200)
+    sup = Supervisor(s, names=STAGES, instances=instances, out=io.StringIO())
+    t0 = time.monotonic()
+    for name in sup.names:
+        sup.start(name)
+    try:
+        first = run_until(sup, lambda: end_offset(s, "memory") > 0, timeout=300, every=0.2)
+        end = run_until(sup, lambda: settled(s), timeout=3600)
+    finally:
+        sup.stop()
+        keys.close()
+    return {"instances": instances, "turns": turns, "rate": turns / (end - first), "wall_s": end - t0,
+            "startup_s": first - t0}
+
+
+
+
+def state_and_recovery(users: int) -> dict:
+    s = fresh(f"u{users}")
+    keys = KeyStore(s)
+    publish(s, keys, users, users=users)
+    sup = Supervisor(s, names=STAGES, out=io.StringIO())
+    for name in sup.names:
+        sup.start(name)
+    try:
+        t0 = time.monotonic()
+        run_until(sup, lambda: settled(s), timeout=7200, every=2.0)
+        ingest_s = time.monotonic() - t0
+        time.sleep(16)   # the state tables' size is reported every 15 s
+        rss = memory_mib(sup.procs["memory"].pid).get("rss_mib")
+        tables = read_health(s).get("memory", {}).get("components", {}).get("memory", {}).get("tables") or {}
+        # kill -9, and a new user's fact right behind it
+        killed = time.monotonic()
+        os.kill(sup.procs["memory"].pid, signal.SIGKILL)
+        publish(s, keys, 1, users=1, start=users, user="after-kill")
+        # decided and projected (the projection adds a few ms): the read model has the memory
+        recovered = run_until(sup, lambda: bool(memories(s, "after-kill")), timeout=1800, every=0.25)
+    finally:
+        sup.stop()
+        keys.close()
+    return {"users": users, "ingest_s": ingest_s, "rss_mib": rss,
+            "state_mib": sum(t["bytes"] for t in tables.values()) / 2**20 if tables else None,
+            "recovery_s": recovered - killed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", type=int, default=2000, help="throughput: backlog size")
+    ap.add_argument("--users", default="1000,10000", help="state: comma-separated user counts")
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-state", action="store_true")
+    args = ap.parse_args()
+    # SIGTERM (pkill, a CI timeout) unwinds like Ctrl-C, so each run's `finally` stops its workers
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(f"machine: {os.cpu_count()} cores")
+    if not args.skip_throughput:
+        rows = [throughput(args.turns, n) for n in (1, 2)]
+        print("\nthroughput, a backlog of turns that each state a fact (200 users):")
+        print(f"  {'workers/stage':>13}  {'turns':>6}  {'turns/s':>8}  {'start-up s':>10}  {'wall s':>7}")
+        for r in rows:
+            print(f"  {r['instances']:>13}  {r['turns']:>6}  {r['rate']:>8.1f}  {r['startup_s']:>10.1f}  {r['wall_s']:>7.1f}")
+        print(f"  2 vs 1: {rows[1]['rate'] / rows[0]['rate']:.2f}x")
+    if not args.skip_state:
+        print("\nmemory worker by number of users (one fact each):")
+        print(f"  {'users':>7}  {'ingest s':>8}  {'RSS MiB':>8}  {'state MiB':>9}  {'kill -9 → first decision s':>26}")
+        for u in (int(x) for x in args.users.split(",")):
+            r = state_and_recovery(u)
+            state = f"{r['state_mib']:.1f}" if r["state_mib"] is not None else "-"
+            print(f"  {u:>7}  {r['ingest_s']:>8.1f}  {r['rss_mib']:>8.0f}  {state:>9}  {r['recovery_s']:>26.1f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
