@@ -5,7 +5,12 @@ Steps, in this order:
  2. erase in the key store: the user enters the erased-users registry and their data key is
     deleted in one transaction, and every process is notified to drop its cached keys — from
     then on every sealed field of theirs, in every topic, backup and replay, is unreadable, and
-    no key is ever created for them again (a later publish for them fails with UserErased).
+    no key is ever created for them again (a later publish for them fails with UserErased);
+ 3. delete their rows from the namespace's shadows: read models that no live projector keeps
+    (a what-if's, a `verify --keep`'s, a time-travel's left by a crash; Postgres schemas and graph
+    generations named `<ns>__…`) never read the `user.erased` of step 1. A rebuild in progress
+    does read it: it replays the log up to the end. Shadows made later cannot open the user's
+    events at all (step 2).
 The `user.erased` event carries the key store's control MAC (schemas/codec.py): consumers act
 only on erasures memstream wrote.
 Publishing first means a crash between 1 and 2 leaves an erasure that projections applied and a
@@ -28,7 +33,37 @@ def erase_user(settings: Settings, user: str, requested_by: str = "operator") ->
         env = make_envelope(UserErased(requested_by=requested_by), user=user, producer="operator/1")
         position = producer.send(settings.topic("memory"), user, encode(env, keys)).result(timeout=30)
         keys.erase(user)
+        erase_from_shadows(settings, user)
         return position
     finally:
         producer.close()
         keys.close()
+
+
+def erase_from_shadows(settings: Settings, user: str) -> dict[str, int]:
+    """Step 3: the user's rows in every shadow of the namespace, deleted; rows per place."""
+    import psycopg
+    from neo4j import GraphDatabase
+    from psycopg import sql
+
+    prefix = settings.namespace + "__"
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    deleted: dict[str, int] = {}
+    with psycopg.connect(settings.pg_dsn()) as conn:
+        tables = conn.execute("SELECT table_schema, table_name FROM information_schema.columns "
+                              "WHERE column_name = 'user_id' AND table_schema LIKE %s ORDER BY 1, 2", (like,)).fetchall()
+        for schema, table in tables:
+            n = conn.execute(sql.SQL("DELETE FROM {}.{} WHERE user_id = %s").format(
+                sql.Identifier(schema), sql.Identifier(table)), (user,)).rowcount
+            if n:
+                deleted[f"{schema}.{table}"] = n
+    driver = GraphDatabase.driver(settings.neo4j_uri, auth=None)
+    try:
+        with driver.session() as session:
+            n = session.run("MATCH (m:Memory {user: $user}) WHERE m.ns STARTS WITH $prefix DETACH DELETE m "
+                            "RETURN count(*) AS n", user=user, prefix=prefix).single()["n"]
+        if n:
+            deleted["neo4j:shadows"] = n
+    finally:
+        driver.close()
+    return deleted

@@ -185,3 +185,35 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
     from memstream.resilience import read_health
     wait_for(lambda: read_health(settings).get("extractor", {}).get("components", {}).get("extractor", {})
              .get("dropped_erased", 0) >= len(in_flight), what="the extractor's dropped_erased count in its health")
+
+
+def test_erasure_reaches_the_namespaces_shadows(settings, client, keys, pipeline):
+    """A shadow made before the erasure (what `replay verify --keep` or a what-if leaves: read
+    models no live projector keeps, so they never read `user.erased`) loses the user's rows too."""
+    from memstream.erasure import erase_from_shadows
+    from projections import pg
+    from projections.registry import build_projector
+    from projections.runner import ProjectorRunner
+    from replay.stores import drop_schema, shadow_settings
+
+    victim, bystander = unique_user("shadow"), unique_user("shadowkeep")
+    for user in (victim, bystander):
+        client.record_turn(user, "s1", "user", "I like sailing and my favourite colour is teal")
+    for user in (victim, bystander):
+        wait_for(lambda: len(memories(settings, user)) == 2, what=f"{user} projected")
+    shadow = shadow_settings(settings, "erasetest")
+    pg.ensure_schema(shadow)
+    try:
+        for name in ("pgvector-items", "kv-preferences", "neo4j-graph"):
+            ProjectorRunner(build_projector(name, shadow), shadow, keys).run(idle_exit_after=2.0)
+        assert len(memories(shadow, victim)) == 2 and preferences(shadow, victim) and graph_nodes(shadow, victim) == 2
+
+        erase_user(settings, victim, requested_by="test")
+
+        assert memories(shadow, victim) == [] and preferences(shadow, victim) == [] and graph_nodes(shadow, victim) == 0
+        assert len(memories(shadow, bystander)) == 2 and graph_nodes(shadow, bystander) == 2
+        assert erase_from_shadows(settings, victim) == {}, "a second pass finds nothing left"
+    finally:
+        drop_schema(settings, shadow.namespace)
+        with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+            s.run("MATCH (m:Memory {ns: $ns}) DETACH DELETE m", ns=shadow.namespace)
