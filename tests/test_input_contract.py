@@ -295,12 +295,22 @@ def test_an_over_long_session_id_from_kafka_is_dead_lettered_by_the_projector(se
 
 # -- the published schema, checked by schemathesis --------------------------------------------
 
-def test_schemathesis_no_5xx_and_conformance(settings, admin_key):
+def test_schemathesis_no_5xx_and_conformance(settings):
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, Phase, given, settings as hsettings
 
     from memstream.app.api import create_app
-    app = create_app(settings.model_copy(update={"max_wait_s": 0.3}))   # generated `after`s wait at most 0.3 s
+    from memstream.bus import ensure_topics
+    from memstream.privacy.tenants import SCOPES
+    from projections import pg
+    from tests.auth_helpers import make_key
+    # A namespace of its own: the fuzz erases and forgets whatever users it makes up, and must not
+    # erase one another test writes as. Generated `after`s wait at most 0.3 s.
+    fuzz = settings.model_copy(update={"namespace": settings.namespace + "_fuzz", "max_wait_s": 0.3})
+    ensure_topics(fuzz)
+    pg.ensure_schema(fuzz)
+    admin_key = make_key(fuzz, "default", SCOPES, name="fuzz")
+    app = create_app(fuzz)
     from schemathesis import checks as st
     # Every check schemathesis has, except its server-error check, which is ours below: 503 is a
     # declared answer (a projector has not applied `after` within wait_s: retry).

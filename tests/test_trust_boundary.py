@@ -176,6 +176,45 @@ def test_publishing_as_the_same_user_id_never_reaches_the_other_tenant(settings,
     assert (turns(f"globex/{world['user']}"), turns(world["user"])) == (1, 0)
 
 
+# -- admin: forgetting and erasure over HTTP ---------------------------------------------------------
+
+def test_admin_routes_stay_within_the_tenant(settings, http, world):
+    """Forgetting a memory and erasing a user need the admin scope and reach only the key's tenant:
+    with the same user id in both tenants, acme's admin forgets and erases acme's user alone."""
+    user = unique_user("adm")
+    keys = world["keys"]
+    reader = bearer(make_key(settings, "acme", ["memory:read", "memory:write", "audit:read"]))
+    memory = {}
+    for tenant in TENANTS:
+        pos = http.post("/v1/turns", headers=bearer(keys[tenant]), json={
+            "user": user, "session": "s", "role": "user", "content": f"I live in Adm{tenant}town"}).json()
+        memory[tenant] = wait_for(lambda t=tenant, tok=pos["token"]: http.post("/v1/recall", headers=bearer(keys[t]), json={
+            "user": user, "query": "where do I live", "after": tok, "wait_s": 20}).json(), timeout=120,
+            what=f"{tenant}'s memory")[0]["memory_id"]
+    forget_acme = f"/v1/users/{user}/memories/{memory['acme']}"
+    # 1. the admin scope, named
+    for method, path in (("DELETE", forget_acme), ("DELETE", f"/v1/users/{user}")):
+        resp = http.request(method, path, headers=reader)
+        assert resp.status_code == 403 and "admin" in resp.json()["error"], resp.text
+    # 2. globex cannot forget acme's memory (the same user id, another tenant): as if it did not exist
+    resp = http.delete(forget_acme, headers=bearer(keys["globex"]))
+    assert resp.status_code == 404 and resp.json() == {"error": "not found"}
+    # 3. acme forgets its own: the memory leaves acme's recall, globex's stays
+    resp = http.delete(forget_acme, headers=bearer(keys["acme"]), params={"reason": "user asked"})
+    assert resp.status_code == 202 and resp.json()["memory_ids"] == [memory["acme"]], resp.text
+    recall = lambda t: http.post("/v1/recall", headers=bearer(keys[t]), json={  # noqa: E731
+        "user": user, "query": "where do I live", "after": resp.json()["token"], "wait_s": 20}).json()
+    wait_for(lambda: recall("acme") == [], timeout=60, what="acme's memory forgotten")
+    assert [h["memory_id"] for h in recall("globex")] == [memory["globex"]]
+    # 4. acme erases its user: acme's user can no longer be written; globex's user of the same id can
+    resp = http.delete(f"/v1/users/{user}", headers=bearer(keys["acme"]))
+    assert resp.status_code == 202 and resp.json()["token"], resp.text
+    turn = {"user": user, "session": "s", "role": "user", "content": "still here"}
+    assert http.post("/v1/turns", headers=bearer(keys["acme"]), json=turn).status_code == 410
+    assert http.post("/v1/turns", headers=bearer(keys["globex"]), json=turn).status_code == 201
+    assert [h["memory_id"] for h in recall("globex")] == [memory["globex"]]
+
+
 # -- end-user-bound keys -------------------------------------------------------------------------------
 
 def test_a_key_bound_to_one_user_reaches_no_other(settings, http, world):
@@ -266,8 +305,9 @@ def test_schemathesis_two_tenants_no_5xx_no_foreign_canary(settings, world):
     with TestClient(app, raise_server_exceptions=False):
         for op in schema.get_all_operations():
             operation = op.ok()
-            if operation.method.upper() == "POST" and operation.path in ("/v1/turns", "/v1/steps"):
-                continue  # random events stay off the log (the publish routes are covered above)
+            if (operation.method.upper(), operation.path) in (("POST", "/v1/turns"), ("POST", "/v1/steps"),
+                                                              ("DELETE", "/v1/users/{user}")):
+                continue  # random events stay off the log, and the shared user is not erased (both covered above)
 
             @hsettings(max_examples=12, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                        suppress_health_check=list(HealthCheck))

@@ -98,6 +98,10 @@ class Position(BaseModel):
     token: str
 
 
+class ForgottenOut(Position):
+    memory_ids: list[str]
+
+
 class TurnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
     user: ApiUserId = Field(description="The user every result is scoped to (one of the API key's tenant).")
@@ -357,11 +361,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return p
         return principal
 
-    needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read")}
+    needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read", "admin")}
     app.state.auth_dependencies = needs     # bench/auth.py overrides them to time the same path without auth
     Writer = Annotated[Principal, Depends(needs["memory:write"])]
     Reader = Annotated[Principal, Depends(needs["memory:read"])]
     Auditor = Annotated[Principal, Depends(needs["audit:read"])]
+    Admin = Annotated[Principal, Depends(needs["admin"])]
 
     def content_allowed(p: Principal, content: bool) -> None:
         if content and "audit:content" not in p.scopes:
@@ -484,6 +489,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         user = p.internal(user)
         await wait(after, ("session-windows",), wait_s)
         return await run_in_threadpool(session_window, settings, user, session, with_summary=True)
+
+    # -- admin: forgetting and erasure, within the key's tenant (and its bound user) -------------
+    @app.delete("/v1/users/{user}/memories/{memory_id}", response_model=ForgottenOut, status_code=202,
+                summary="Forget one memory for good (and every memory merged into it)", responses=_responses(422, 503))
+    def forget_route(user: UserParam, memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
+                     p: Admin, reason: Annotated[str, Query(max_length=500)] = "") -> dict:
+        from memstream.app.forgetting import forget_memory
+        from projections.queries import memory_family
+        internal = p.internal(user)
+        if not memory_family(settings, internal, memory_id):
+            raise NotYours("no such memory")      # another tenant's, or none: the same answer
+        pos, ids = forget_memory(settings, internal, memory_id, requested_by=f"api:{p.key_id}", reason=reason)
+        return {**pos.as_dict(), "memory_ids": ids}
+
+    @app.delete("/v1/users/{user}", response_model=Position, status_code=202,
+                summary="Erase a user: crypto-shred their content everywhere, refuse their later events",
+                responses=_responses(422, 503))
+    def erase_route(user: UserParam, p: Admin) -> dict:
+        from memstream.erasure import erase_user
+        return erase_user(settings, p.internal(user), requested_by=f"api:{p.key_id}").as_dict()
 
     @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget",
               responses=_responses(413, 409, 422, 503))
