@@ -3,6 +3,14 @@
 The position nodes are written in the same Neo4j transaction as the graph changes — that is
 what makes a kill -9 at any moment safe (law 3). Nodes carry `ns` (the namespace) so several
 namespaces (tests, what-if runs) can share one Neo4j community database.
+
+No personal content lives in the graph: a node holds ids, the user, category, importance, status
+and times, never the memory's text (nor its key, value, tags or embedding). Readers that show text
+(the console's graph page) look it up in Postgres by id. Neo4j cannot drop a deleted value's bytes
+on demand: a deleted string record keeps them in the store file, every delete writes the value into
+the transaction log again, and community edition has no procedure to checkpoint or rotate that log
+(measured: see memstream/app/storage_scrub.py). Keeping the text out of the graph is what lets an
+erasure reach storage (the Postgres side is rewritten by the storage scrub).
 """
 from __future__ import annotations
 
@@ -26,6 +34,13 @@ SETUP = (
     "CREATE INDEX erased_user IF NOT EXISTS FOR (e:ErasedUser) ON (e.ns, e.user)",
     graph_generation.SETUP,
 )
+# Graphs written before the text left the graph: drop it from their nodes, a batch at a time
+# (setup repeats it until none is left; idempotent).
+DROP_CONTENT = ("MATCH (m:Memory) USING INDEX m:Memory(ns, user) WHERE m.ns = $ns AND m.user IS NOT NULL "
+                "AND m.content IS NOT NULL WITH m LIMIT 5000 REMOVE m.content RETURN count(m) AS n")
+# What the projector never writes into the graph: personal content (see the module's note), that
+# is every sealed field of an event (schemas/events.py SEALED) and these, whatever the version.
+PERSONAL = frozenset({"embedding", "tags", "key", "value", "content"})
 
 
 class GraphProjector(Projector):
@@ -53,6 +68,8 @@ class GraphProjector(Projector):
             for stmt in SETUP:
                 s.run(stmt).consume()
             self.ns = self.generation or graph_generation.current(s, self.settings.namespace)
+            while s.run(DROP_CONTENT, ns=self.ns).single()["n"]:
+                pass
 
     def _key(self, topic: str, partition: int) -> str:
         return f"{self.ns}|{self.name}|{topic}|{partition}"
@@ -80,7 +97,7 @@ class GraphProjector(Projector):
     _LATER = "CASE WHEN m.last_accessed_at IS NULL OR m.last_accessed_at < r.at THEN r.at ELSE m.last_accessed_at END"
     CONSOLIDATION = {
         "decay": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.importance = r.importance",
-        "merge": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.content = r.content, "
+        "merge": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET "
                  "m.importance = r.importance, m.category = r.category, m.access_count = r.access_count, "
                  "m.last_accessed_at = " + _LATER + " WITH r, m MATCH (old:Memory {ns: $ns, id: r.retired_id}) "
                  "SET old.status = 'merged' MERGE (old)-[:MERGED_INTO]->(m)",
@@ -94,8 +111,7 @@ class GraphProjector(Projector):
         "revive": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) "
                   "WHERE m.status IN ['archived', 'expired'] SET m.status = 'active', m.importance = r.importance, "
                   "m.last_accessed_at = " + _LATER,
-        "summarize": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.content = r.content, "
-                     "m.summarized_at = r.at",
+        "summarize": "UNWIND $rows AS r MATCH (m:Memory {ns: $ns, id: r.memory_id}) SET m.summarized_at = r.at",
         "recall": "UNWIND $rows AS r UNWIND r.memory_ids AS mid MATCH (m:Memory {ns: $ns, id: mid}) "
                   "WHERE m.user = r.user SET m.last_accessed_at = " + _LATER,
         "forget": "UNWIND $rows AS r UNWIND r.memory_ids AS mid MATCH (m:Memory {ns: $ns, id: mid}) "
@@ -125,11 +141,11 @@ class GraphProjector(Projector):
                     tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
                            users=[i.event.user for i in run], ns=self.ns).consume()
                     continue
-                rows = [{"user": i.event.user, "at": i.event.time.isoformat(), **i.event.data.model_dump(exclude={"embedding", "tags", "key", "value"})}
+                rows = [{"user": i.event.user, "at": i.event.time.isoformat(), **i.event.data.model_dump(exclude=PERSONAL | i.event.data.SEALED)}
                         for i in run]
                 if kind == "create":
                     tx.run("UNWIND $rows AS r MERGE (m:Memory {ns: $ns, id: r.memory_id}) "
-                           "ON CREATE SET m.user = r.user, m.content = r.content, m.category = r.category, "
+                           "ON CREATE SET m.user = r.user, m.category = r.category, "
                            "m.importance = r.importance, m.status = 'active', m.access_count = 0, m.created_at = r.at",
                            rows=rows, ns=self.ns).consume()
                 elif kind == "reinforce":

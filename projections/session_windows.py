@@ -5,8 +5,11 @@ of the set of turns, not of the order they were applied in, so a turn applied tw
 another offset) is either already there (same event id) or trimmed straight away as too old.
 
 Erasure arrives on the memory topic, so this projector reads it too. As in task_buffers, an
-erasure leaves a tombstone so turns of the erased past never come back, whichever topic the
-projector reads first (replay interleaves topics arbitrarily).
+erasure leaves a tombstone so no turn or summary of the user is written afterwards, whichever topic
+the projector reads first (replay interleaves topics arbitrarily). Not only the erased past: an
+erased user never gets a key again, so a turn newer than the erasure can only be one sealed with a
+key some process still had cached while the erasure happened (a user publishing while being
+erased), and it is refused too (tests/test_erasure_storage.py).
 
 What falls out of the window is not lost: the session summarizer (streams/session_summarizer.py)
 records a rolling summary as `session.summarized`, and this projector keeps the newest version per
@@ -90,25 +93,27 @@ class SessionWindowsProjector(_PostgresProjector):
                 self._summaries(cur, run)
 
     def _summaries(self, cur, run: list[Item]) -> None:
-        # Summaries arrive on the memory topic, in the user's order, after any erasure of theirs.
+        # Summaries arrive on the memory topic, in the user's order; none after an erasure of theirs.
         cur.executemany(self.q(
             "INSERT INTO {s}.session_summaries (user_id, session, summary, version, message_count, through_time, "
-            "through_event_id, channel, model, event_id, summarized_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "through_event_id, channel, model, event_id, summarized_at) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s "
+            "WHERE NOT EXISTS (SELECT 1 FROM {s}.session_window_erasures e WHERE e.user_id = %s) "
             "ON CONFLICT (user_id, session) DO UPDATE SET summary = EXCLUDED.summary, version = EXCLUDED.version, "
             "message_count = EXCLUDED.message_count, through_time = EXCLUDED.through_time, "
             "through_event_id = EXCLUDED.through_event_id, channel = EXCLUDED.channel, model = EXCLUDED.model, "
             "event_id = EXCLUDED.event_id, summarized_at = EXCLUDED.summarized_at "
             "WHERE {s}.session_summaries.version < EXCLUDED.version"),
             [(i.event.user, d.session, d.summary, d.summary_version, d.message_count, d.through_time,
-              d.through_event_id, d.channel, d.model, i.event.id, i.event.time) for i in run for d in (i.event.data,)])
+              d.through_event_id, d.channel, d.model, i.event.id, i.event.time, i.event.user)
+             for i in run for d in (i.event.data,)])
 
     def _turns(self, cur, run: list[Item]) -> None:
-        # 1. Each turn once, unless its user was erased after it was said.
+        # 1. Each turn once, unless its user was erased (before or after it was said: see the module).
         cur.executemany(self.q(
             "INSERT INTO {s}.session_messages (event_id, user_id, session, task_id, role, content, sent_at, log_offset) "
             "SELECT %(id)s, %(user)s, %(session)s, %(task)s, %(role)s, %(content)s, %(time)s, %(offset)s "
             "WHERE NOT EXISTS (SELECT 1 FROM {s}.session_window_erasures e "
-            "WHERE e.user_id = %(user)s AND e.erased_at >= %(time)s) ON CONFLICT (event_id) DO NOTHING"),
+            "WHERE e.user_id = %(user)s) ON CONFLICT (event_id) DO NOTHING"),
             [{"id": i.event.id, "user": i.event.user, "session": d.session, "task": d.task, "role": d.role,
               "content": d.content, "time": i.event.time, "offset": i.offset} for i in run for d in (i.event.data,)])
         # 2. Trim each touched session to its newest messages (after the whole run: same result).

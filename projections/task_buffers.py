@@ -10,8 +10,7 @@ task events (key = user id).
 
 Erasure arrives on the memory topic, so this projector reads it too (ignoring everything else
 there). Topics interleave arbitrarily, above all on replay, so an erasure leaves a tombstone:
-events of the user no newer than the erasure are never written afterwards, whichever topic
-the projector happens to read first.
+no event of the user is written afterwards, whichever topic the projector happens to read first.
 """
 from __future__ import annotations
 
@@ -56,8 +55,10 @@ CREATE TABLE IF NOT EXISTS {s}.task_buffer_erasures (
 CREATE INDEX IF NOT EXISTS task_buffer_erasures_user ON {s}.task_buffer_erasures (user_id, erased_at);
 """
 
-# Shared by every statement that writes a row of `user` at `time`: not for an erased past.
-_NOT_ERASED = "NOT EXISTS (SELECT 1 FROM {s}.task_buffer_erasures e WHERE e.user_id = %(user)s AND e.erased_at >= %(time)s)"
+# Shared by every statement that writes a row of `user`: never for an erased user, whatever the
+# event's time (an erased user never gets a key again, so an event newer than the erasure can only
+# be one sealed with a key cached somewhere while it happened: projections/session_windows.py).
+_NOT_ERASED = "NOT EXISTS (SELECT 1 FROM {s}.task_buffer_erasures e WHERE e.user_id = %(user)s)"
 # (user, task) pairs a run touched, passed as two parallel arrays.
 _PAIRS = "IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
 

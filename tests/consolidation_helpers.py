@@ -105,17 +105,20 @@ def graph_nodes(live, user: str) -> dict[str, dict]:
 
 
 def disagreements(live, user: str) -> list[str]:
-    """Per memory id: status, importance and content equal in pgvector and Neo4j; every preference
-    points at a memory that exists; the audit index has each memory's creation."""
+    """Per memory id: status and importance equal in pgvector and Neo4j, and no text in Neo4j (the
+    graph holds none: projections/graph_projector.py); every preference points at a memory that
+    exists; the audit index has each memory's creation."""
     items, nodes = pg_items(live, user), graph_nodes(live, user)
     problems = []
     if set(items) != set(nodes):
         problems.append(f"ids: pg only {sorted(set(items) - set(nodes))}, neo4j only {sorted(set(nodes) - set(items))}")
     for mid in set(items) & set(nodes):
         a, b = items[mid], nodes[mid]
-        for field in ("status", "importance", "content"):
+        for field in ("status", "importance"):
             if a[field] != b[field]:
                 problems.append(f"{mid} {field}: pg {a[field]!r} neo4j {b[field]!r}")
+        if b["content"] is not None:
+            problems.append(f"{mid}: neo4j holds its text {b['content']!r}")
     for p in preferences(live, user):
         if p["memory_id"] and p["memory_id"] not in items:
             problems.append(f"preference {p['key']} points at a memory that is gone: {p['memory_id']}")

@@ -64,8 +64,9 @@ def test_contradiction_supersedes_the_old_memory_and_keeps_history(settings, cli
                         m.get(old_c, {}).get("status") == "outdated" and m, what="old memory outdated")
         assert mems[new_c]["status"] == "active"
         assert loc["value"] == new_v
-        # the graph has its own projector, which may still be a batch behind the pgvector one
-        expected = [{"n": new_c, "o": old_c, "s": "outdated"}]
+        # the graph has its own projector, which may still be a batch behind the pgvector one; it
+        # holds ids, not text (projections/graph_projector.py)
+        expected = [{"n": mems[new_c]["memory_id"], "o": mems[old_c]["memory_id"], "s": "outdated"}]
         wait_for(lambda: graph(settings, "MATCH (n:Memory {ns: $ns, user: $u})-[:SUPERSEDES]->(o) "
-                                         "RETURN n.content AS n, o.content AS o, o.status AS s", u=user) == expected,
+                                         "RETURN n.id AS n, o.id AS o, o.status AS s", u=user) == expected,
                  what=f"the graph to show {expected}")

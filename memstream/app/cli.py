@@ -239,8 +239,31 @@ def cmd_demo(args) -> None:
 
 
 def cmd_erase(args) -> None:
-    from memstream.erasure import erase_user
-    _print(erase_user(get_settings(), args.user, requested_by=args.by).as_dict(), args.json)
+    from memstream.app.storage_scrub import erase_and_scrub, scrub_storage
+    from memstream.bus import Position
+    if args.what == "scrub":
+        after = Position.parse(args.after) if args.after else None
+        report = scrub_storage(get_settings(), after=after, wait_s=args.wait_s, progress=not args.json)
+        _print(report.as_dict() if args.json else _scrub_line(report.as_dict()), args.json)
+        return
+    if not args.user:
+        raise MemstreamError("erase user needs the user id")
+    out = erase_and_scrub(get_settings(), args.user, requested_by=args.by, scrub=not args.no_scrub,
+                          wait_s=args.wait_s, progress=not args.json)
+    if args.json:
+        _print(out, True)
+    else:
+        print(f"{out['token']} erased {args.user}" + (f"; {_scrub_line(out['scrub'])}" if "scrub" in out else
+                                                     "; storage scrub skipped (run `memstream erase scrub`)"))
+
+
+def _scrub_line(r: dict) -> str:
+    rewrite = r["rewrite"]
+    line = (f"storage scrubbed in {r['seconds']:.1f} s ("
+            + (f"tables rewritten online, writers held {rewrite['writers_held_s']:.2f} s" if rewrite.get("swapped")
+               else rewrite.get("skipped", "no tables rewritten"))
+            + f"; {r['wal']['removed']} WAL segments removed)")
+    return line + ("" if r["complete"] else "; NOT complete: " + "; ".join(r["gaps"]))
 
 
 def cmd_forget(args) -> None:
@@ -448,10 +471,15 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_status)
     sub.add_parser("demo", help="bring up the stack and run a short demo conversation").set_defaults(fn=cmd_demo)
 
-    s = sub.add_parser("erase", help="erase a user: user.erased + delete their data key")
-    s.add_argument("what", choices=["user"])
-    s.add_argument("user")
+    s = sub.add_parser("erase", help="erase a user: user.erased + delete their data key, then scrub storage "
+                                     "(rewrite what held their rows, drop old WAL); `erase scrub`: the scrub alone")
+    s.add_argument("what", choices=["user", "scrub"])
+    s.add_argument("user", nargs="?")
     s.add_argument("--by", default="operator")
+    s.add_argument("--no-scrub", action="store_true", help="only crypto-shredding and row deletion; scrub later")
+    s.add_argument("--after", help="erase scrub: first wait until the projectors applied this position token")
+    s.add_argument("--wait-s", type=float, default=120.0,
+                   help="how long to wait for the projectors to apply the erasure before scrubbing (default 120)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_erase)
 

@@ -149,6 +149,11 @@ class Postgres(Service):
             r"SELECT format('ALTER ROLE %I WITH LOGIN SUPERUSER PASSWORD %L', :'u', :'pw') \gexec",
             r"SELECT format('CREATE DATABASE %I OWNER %I', d, :'u') FROM (SELECT DISTINCT unnest(ARRAY[:'db', :'kdb']) AS d) x"
             r" WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = d) \gexec",
+            # Erasure reaches the WAL (memstream/app/storage_scrub.py): a checkpoint must unlink
+            # old segments, not rename them for reuse with their bytes inside. A reload applies
+            # it to a running server too.
+            "ALTER SYSTEM SET wal_recycle = off;",
+            "SELECT pg_reload_conf();",
             r'\c :"db"',
             "CREATE EXTENSION IF NOT EXISTS vector;",
             ""])

@@ -1,5 +1,5 @@
 """What the console shows, read from the real stores: memory items (Postgres), the memory graph
-(Neo4j), the dead-letter topic and projector positions vs. the log end (Kafka). Read-only: no
+(Neo4j: its structure; the labels' text from Postgres), the dead-letter topic and projector positions vs. the log end (Kafka). Read-only: no
 event is published and no read model changes (looking at a memory is not recalling it)."""
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def graph(models, user: str, limit: int = 300) -> tuple[list[dict], list[dict]]:
     """(nodes, FOLLOWS / SIMILAR_TO edges) of the user's memory graph, in its current generation;
     nodes oldest first, at most `limit` (the newest), edges only between nodes shown."""
     with models.graph.session() as s:
-        nodes = s.run(RESOLVE + "MATCH (m:Memory {ns: gen, user: $u}) RETURN m.id AS id, m.content AS content, "
+        nodes = s.run(RESOLVE + "MATCH (m:Memory {ns: gen, user: $u}) RETURN m.id AS id, "
                       "m.status AS status, m.category AS category, m.importance AS importance, "
                       "m.created_at AS created_at ORDER BY m.created_at DESC, m.id LIMIT $limit",
                       ns=models.settings.namespace, u=user, limit=limit).data()
@@ -83,6 +83,17 @@ def graph(models, user: str, limit: int = 300) -> tuple[list[dict], list[dict]]:
                       "WHERE a.id IN $ids AND b.id IN $ids RETURN a.id AS source, b.id AS target, "
                       "type(e) AS kind, e.weight AS weight ORDER BY source, target, kind",
                       ns=models.settings.namespace, ids=ids).data()
+    # The graph holds no text (projections/graph_projector.py): the labels come from the memory items.
+    content: dict[str, str] = {}
+    if ids:
+        with models.pool.connection() as conn:
+            try:
+                content = dict(conn.execute(models.q("SELECT memory_id, content FROM {s}.memory_items "
+                                                     "WHERE user_id = %s AND memory_id = ANY(%s)"), (user, ids)).fetchall())
+            except psycopg.errors.UndefinedTable:
+                pass
+    for n in nodes:
+        n["content"] = content.get(n["id"], "")
     return list(reversed(nodes)), edges
 
 
