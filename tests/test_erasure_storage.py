@@ -176,3 +176,21 @@ def test_the_erase_command_scrubs_storage_and_the_scrub_is_idempotent(settings, 
     # the scrub alone, again: nothing left to wait for, rewrites again, finds no old WAL to keep
     assert main(["erase", "scrub", "--after", out["token"]]) == 0
     assert "storage scrubbed" in capsys.readouterr().out
+
+
+def test_an_erasure_over_http_is_followed_by_the_scrub_in_the_background(settings, client, pipeline, admin_key):
+    from fastapi.testclient import TestClient
+
+    from memstream.app.api import create_app
+
+    user = unique_user("shred-api")
+    client.record_turn(user, "s1", "user", "I like quince jelly")
+    wait_for(lambda: memories(settings, user), what="the user's memory")
+    app = create_app(settings)
+    with TestClient(app) as http:
+        resp = http.delete(f"/v1/users/{user}", headers={"Authorization": f"Bearer {admin_key}"})
+        assert resp.status_code == 202, resp.text       # answered before the scrub, which follows
+        assert app.state.scrubs.idle(180), "the background scrub did not finish"
+    (report,) = app.state.scrubs.done
+    assert report["complete"] and report["rewrite"]["swapped"], report
+    assert not memories(settings, user) and not session_window(settings, user, "s1")

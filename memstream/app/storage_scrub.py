@@ -47,6 +47,8 @@ whose statistics are not cached waits for it).
 """
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -65,6 +67,9 @@ from replay import stores
 CONTENT_PROJECTIONS = ("kv-preferences", "pgvector-items", "task-buffers", "session-windows")
 # Their tables, less the erasure tombstones (ids only; a shadow must keep them).
 CONTENT_TABLES = tuple(t for n in CONTENT_PROJECTIONS for t in stores.OWNED_TABLES[n] if not t.endswith("_erasures"))
+
+
+log = logging.getLogger("memstream.scrub")
 
 
 class ScrubPending(MemstreamError):
@@ -132,6 +137,58 @@ def scrub_storage(settings: Settings, after: Position | None = None, wait_s: flo
     report.gaps.extend(gaps)
     report.seconds = time.monotonic() - began
     return report
+
+
+class BackgroundScrubs:
+    """The scrub after an erasure over HTTP (`DELETE /v1/users/{user}` answers 202 at once): one
+    thread per API process runs them one at a time, and erasures that arrive meanwhile share the
+    next run (it waits for each of their positions, then scrubs once). A scrub that cannot run
+    (the projectors stopped, a rebuild holds the replay lock) is logged; `memstream erase scrub`
+    finishes it. Not durable: an API process that stops with scrubs queued leaves them to that
+    command too (the erasure itself, key and rows, is done before the 202)."""
+
+    def __init__(self, settings: Settings, wait_s: float = 600.0):
+        self.settings, self.wait_s = settings, wait_s
+        self._pending: list[Position] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.done: list[dict] = []            # the reports of finished runs (newest last, at most 20)
+
+    def schedule(self, position: Position) -> None:
+        with self._lock:
+            self._pending.append(position)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="erasure-scrub", daemon=True)
+                self._thread.start()
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until nothing is queued or running (tests); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending and (self._thread is None or not self._thread.is_alive()):
+                    return True
+            time.sleep(0.2)
+        return False
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._thread = None
+                    return
+            try:
+                for position in batch:
+                    wait_applied(self.settings, position, self.wait_s)
+                report = scrub_storage(self.settings).as_dict()
+                self.done = [*self.done[-19:], report]
+                (log.warning if report["gaps"] else log.info)(
+                    "storage scrub after %d erasure(s): %.1f s, complete=%s %s", len(batch), report["seconds"],
+                    report["complete"], "; ".join(report["gaps"]))
+            except Exception as exc:  # noqa: BLE001 - logged; `memstream erase scrub` finishes the job
+                log.warning("storage scrub after %d erasure(s) did not run: %s; run `memstream erase scrub`",
+                            len(batch), exc)
 
 
 # -- 1. waiting for the erasure to be applied ---------------------------------------------------
