@@ -142,3 +142,41 @@ def end_offsets(settings, topics: list[str]) -> int:
         return total
     finally:
         c.close()
+
+
+class KeepsPublishing:
+    """A user who keeps publishing turns (through a client of its own, with its own key cache, as
+    another process would) until the block ends: `published` and `refused` (UserErased) count them.
+
+        with KeepsPublishing(settings, user, "s1", "I live in Town{i}") as p: ...
+    """
+
+    def __init__(self, settings, user: str, session: str, text: str, every: float = 0.02):
+        import threading
+        self.settings, self.user, self.session, self.text, self.every = settings, user, session, text, every
+        self.published: list[int] = []
+        self.refused: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from memstream.errors import UserErased
+        from memstream.sdk import MemoryClient
+        with MemoryClient(self.settings) as own:
+            i = 0
+            while not self._stop.is_set():
+                try:
+                    own.record_turn(self.user, self.session, "user", self.text.format(i=i))
+                    self.published.append(i)
+                except UserErased:
+                    self.refused.append(i)
+                i += 1
+                time.sleep(self.every)
+
+    def __enter__(self) -> "KeepsPublishing":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)

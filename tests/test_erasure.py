@@ -11,7 +11,7 @@ from memstream.erasure import erase_user
 from projections.queries import memories, preferences
 from schemas.codec import decode, open_blob
 from schemas.events import LATEST
-from tests.helpers import unique_user, wait_for
+from tests.helpers import KeepsPublishing, unique_user, wait_for
 from tests.kafka_helpers import dead_letters, read_all
 
 
@@ -126,11 +126,9 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
     """A user keeps publishing while being erased, and turns sealed before the erasure arrive after
     it: no key is ever re-created for them (the SDK refuses once the erasure's notification has
     dropped its cached key), and no memory, preference or graph row of theirs reappears."""
-    import threading
     import time
 
     from memstream.errors import UserErased as Erased
-    from memstream.sdk import MemoryClient
     from schemas.codec import encode, make_envelope
     from schemas.events import TurnRecorded
 
@@ -140,31 +138,13 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
     # in flight: sealed with the user's key before the erasure, produced after it
     in_flight = [encode(make_envelope(TurnRecorded(session="s1", role="user", content=f"I like sport number {i}"),
                                       user=user), keys) for i in range(5)]
-    stop, published, refused = threading.Event(), [], []
-
-    def keep_publishing() -> None:
-        with MemoryClient(settings) as own:   # its own key store and cache, as another process would have
-            i = 0
-            while not stop.is_set():
-                try:
-                    own.record_turn(user, "s1", "user", f"I live in Town{i}")
-                    published.append(i)
-                except Erased:
-                    refused.append(i)
-                i += 1
-                time.sleep(0.02)
-
-    publisher = threading.Thread(target=keep_publishing)
-    publisher.start()
-    try:
-        wait_for(lambda: len(published) >= 10, what="the user publishing")
+    with KeepsPublishing(settings, user, "s1", "I live in Town{i}") as publisher:
+        wait_for(lambda: len(publisher.published) >= 10, what="the user publishing")
         erase_user(settings, user, requested_by="test")
         for raw in in_flight:
             client._producer.send(settings.topic("turns"), user, raw).result(10)
-        wait_for(lambda: len(refused) >= 10, timeout=10, what="the SDK to refuse the erased user (no key re-created)")
-    finally:
-        stop.set()
-        publisher.join(10)
+        wait_for(lambda: len(publisher.refused) >= 10, timeout=10,
+                 what="the SDK to refuse the erased user (no key re-created)")
     assert not keys.has_key(user) and keys.is_erased(user)
     with pytest.raises(Erased):
         keys.key_for_write(user)

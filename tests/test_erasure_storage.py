@@ -8,7 +8,6 @@ service and worker log."""
 from __future__ import annotations
 
 import mmap
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +20,7 @@ from psycopg import sql
 from memstream.app.storage_scrub import scrub_storage
 from memstream.erasure import erase_user
 from projections.queries import memories, preferences, session_window, task_status, task_steps
-from tests.helpers import unique_user, wait_for
+from tests.helpers import KeepsPublishing, unique_user, wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
 
@@ -70,8 +69,6 @@ def extractor_dropped(settings) -> int:
 
 
 def test_erase_while_publishing_leaves_no_plaintext_on_disk(settings, client, keys, pipeline):
-    from memstream.errors import UserErased
-    from memstream.sdk import MemoryClient
     from schemas.codec import encode, make_envelope
     from schemas.events import TurnRecorded
 
@@ -95,34 +92,16 @@ def test_erase_while_publishing_leaves_no_plaintext_on_disk(settings, client, ke
                                       user=user), keys) for i in range(5)]
 
     # 2. The user keeps publishing (another process's client: its own key cache) while being erased.
-    stop, published, refused = threading.Event(), [], []
-
-    def keep_publishing() -> None:
-        with MemoryClient(settings) as own:
-            i = 0
-            while not stop.is_set():
-                try:
-                    own.record_turn(user, "s2", "user", f"I live in {canary}town{i}")
-                    published.append(i)
-                except UserErased:
-                    refused.append(i)
-                i += 1
-                time.sleep(0.02)
-
-    publisher = threading.Thread(target=keep_publishing)
-    publisher.start()
-    try:
-        wait_for(lambda: len(published) >= 10, what="the user publishing")
+    with KeepsPublishing(settings, user, "s2", f"I live in {canary}town{{i}}") as publisher:
+        wait_for(lambda: len(publisher.published) >= 10, what="the user publishing")
         position = erase_user(settings, user, requested_by="test")
         for raw in in_flight:
             client._producer.send(settings.topic("turns"), user, raw).result(10)
         t = time.monotonic()
         report = scrub_storage(settings, after=position, wait_s=120)
         scrub_s = time.monotonic() - t
-        wait_for(lambda: len(refused) >= 10, timeout=10, what="the SDK to refuse the erased user")
-    finally:
-        stop.set()
-        publisher.join(10)
+        wait_for(lambda: len(publisher.refused) >= 10, timeout=10, what="the SDK to refuse the erased user")
+    published, refused = publisher.published, publisher.refused
     print(f"\nscrub {scrub_s:.1f} s: {report.as_dict()}")
     assert report.complete, report.gaps
     assert report.rewrite["swapped"] and report.wal["older_than_redo_left"] == 0
