@@ -42,26 +42,35 @@ def erase_user(settings: Settings, user: str, requested_by: str = "operator") ->
 
 def erase_from_shadows(settings: Settings, user: str) -> dict[str, int]:
     """Step 3: the user's rows in every shadow of the namespace, deleted; rows per place."""
+    return delete_from_shadows(settings, [user])
+
+
+def delete_from_shadows(settings: Settings, users: list[str]) -> dict[str, int]:
+    """Delete these users' rows from every shadow of the namespace (Postgres schemas and graph
+    generations `<ns>__…`); rows per `schema.table` (and `neo4j:shadows`). Erasure tombstones stay:
+    a rebuild in progress must go on refusing the users' late events."""
     import psycopg
     from neo4j import GraphDatabase
     from psycopg import sql
 
     prefix = settings.namespace + "__"
-    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     deleted: dict[str, int] = {}
+    if not users:
+        return deleted
     with psycopg.connect(settings.pg_dsn()) as conn:
         tables = conn.execute("SELECT table_schema, table_name FROM information_schema.columns "
-                              "WHERE column_name = 'user_id' AND table_schema LIKE %s ORDER BY 1, 2", (like,)).fetchall()
+                              "WHERE column_name = 'user_id' AND starts_with(table_schema, %s) "
+                              "AND table_name NOT LIKE '%%\\_erasures' ORDER BY 1, 2", (prefix,)).fetchall()
         for schema, table in tables:
-            n = conn.execute(sql.SQL("DELETE FROM {}.{} WHERE user_id = %s").format(
-                sql.Identifier(schema), sql.Identifier(table)), (user,)).rowcount
+            n = conn.execute(sql.SQL("DELETE FROM {}.{} WHERE user_id = ANY(%s)").format(
+                sql.Identifier(schema), sql.Identifier(table)), (users,)).rowcount
             if n:
                 deleted[f"{schema}.{table}"] = n
     driver = GraphDatabase.driver(settings.neo4j_uri, auth=None)
     try:
         with driver.session() as session:
-            n = session.run("MATCH (m:Memory {user: $user}) WHERE m.ns STARTS WITH $prefix DETACH DELETE m "
-                            "RETURN count(*) AS n", user=user, prefix=prefix).single()["n"]
+            n = session.run("MATCH (m:Memory) WHERE m.user IN $users AND m.ns STARTS WITH $prefix DETACH DELETE m "
+                            "RETURN count(*) AS n", users=users, prefix=prefix).single()["n"]
         if n:
             deleted["neo4j:shadows"] = n
     finally:

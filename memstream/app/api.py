@@ -378,7 +378,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def models() -> ReadModels:
         return state["models"]
 
-
     async def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
         if after:
             # A position this namespace's log cannot hold would never be applied: say so (422)
@@ -497,13 +496,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 summary="Forget one memory for good (and every memory merged into it)", responses=_responses(422, 503))
     def forget_route(user: UserParam, memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
                      p: Admin, reason: Annotated[str, Query(max_length=500)] = "") -> dict:
-        from memstream.app.forgetting import forget_memory
-        from projections.queries import memory_family
-        internal = p.internal(user)
-        if not memory_family(settings, internal, memory_id):
-            raise NotYours("no such memory")      # another tenant's, or none: the same answer
-        pos, ids = forget_memory(settings, internal, memory_id, requested_by=f"api:{p.key_id}", reason=reason)
-        return {**pos.as_dict(), "memory_ids": ids}
+        from memstream.app.forgetting import forget_for_caller
+        return forget_for_caller(settings, p.internal(user), memory_id, requested_by=f"api:{p.key_id}", reason=reason)
 
     @app.delete("/v1/users/{user}", response_model=Position, status_code=202,
                 summary="Erase a user: crypto-shred their content everywhere, refuse their later events",

@@ -38,6 +38,10 @@ def _publish(settings: Settings, user: str, data: EventData, at: datetime | None
         keys.close()
 
 
+class NoSuchMemory(MemstreamError):
+    """The user has no such memory in the read model (or it is not projected yet)."""
+
+
 def forget_memory(settings: Settings, user: str, memory_id: str, requested_by: str = "operator", reason: str = "",
                   at: datetime | None = None, force: bool = False) -> tuple[Position, list[str]]:
     """Publish memory.forgotten for the memory and its merged/deduped parents; returns (position, ids)."""
@@ -45,8 +49,8 @@ def forget_memory(settings: Settings, user: str, memory_id: str, requested_by: s
     ids = memory_family(settings, user, memory_id)
     if not ids:
         if not force:
-            raise MemstreamError(f"no memory {memory_id} of user {user} in the read model "
-                                 "(not projected yet? --force publishes anyway)")
+            raise NoSuchMemory(f"no memory {memory_id} of user {user} in the read model "
+                               "(not projected yet? --force publishes anyway)")
         ids = [memory_id]
     data = MemoryForgotten(memory_id=memory_id, memory_ids=ids, requested_by=requested_by, reason=reason)
     return _publish(settings, user, data, at), ids
@@ -55,3 +59,14 @@ def forget_memory(settings: Settings, user: str, memory_id: str, requested_by: s
 def forget_user(settings: Settings, user: str, requested_by: str = "operator", reason: str = "",
                 at: datetime | None = None) -> Position:
     return _publish(settings, user, UserForgotten(requested_by=requested_by, reason=reason), at)
+
+
+def forget_for_caller(settings: Settings, user: str, memory_id: str, requested_by: str, reason: str = "") -> dict:
+    """forget_memory for the HTTP API and the MCP server: `user` is the caller's internal id, and a
+    memory they cannot reach (another tenant's, or none) is NotYours, the same answer either way."""
+    from memstream.privacy.tenants import NotYours
+    try:
+        pos, ids = forget_memory(settings, user, memory_id, requested_by=requested_by, reason=reason)
+    except NoSuchMemory:
+        raise NotYours("no such memory") from None
+    return {**pos.as_dict(), "memory_ids": ids}

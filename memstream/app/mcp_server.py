@@ -289,15 +289,10 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
     @_tool
     async def forget_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
                             reason: Annotated[str, Field(max_length=500, description="Why (kept in the audit).")] = "") -> dict:
-        from memstream.app.forgetting import forget_memory as forget
-        from projections.queries import memory_family
+        from memstream.app.forgetting import forget_for_caller
         p = await caller(ctx, "admin")
-        internal = p.internal(user)
-        if not await asyncio.to_thread(memory_family, settings, internal, memory_id):
-            raise NotYours("no such memory")    # another tenant's, or none: the same answer
-        pos, ids = await asyncio.to_thread(forget, settings, internal, memory_id, requested_by=f"mcp:{p.key_id}",
-                                           reason=reason)
-        return {**pos.as_dict(), "memory_ids": ids}
+        return await asyncio.to_thread(forget_for_caller, settings, p.internal(user), memory_id,
+                                       requested_by=f"mcp:{p.key_id}", reason=reason)
 
     # -- resources ------------------------------------------------------------------------------
     @server.resource("memstream://users/{user}/profile", name="profile", mime_type="application/json", description=(

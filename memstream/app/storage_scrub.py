@@ -247,20 +247,19 @@ def _erased_users(settings: Settings) -> list[str]:
 
 
 def _scrub_shadows(settings: Settings, erased: list[str]) -> list[dict]:
+    from memstream.erasure import delete_from_shadows
+    deleted = delete_from_shadows(settings, erased)     # the rows (erasure deleted its user's already)
     out = []
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         schemas = [r[0] for r in conn.execute(
             "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s) ORDER BY nspname",
             (settings.namespace + "__",)).fetchall()]
-        for schema in schemas:
+        for schema in schemas:       # ... and their bytes
             t = time.monotonic()
             tables = [table for table in CONTENT_TABLES if stores.table_exists(conn, schema, table)]
-            deleted = 0
-            for table in tables:
-                deleted += conn.execute(sql.SQL("DELETE FROM {}.{} WHERE user_id = ANY(%s)").format(
-                    sql.Identifier(schema), sql.Identifier(table)), (erased,)).rowcount
             _rewrite(settings.pg_dsn(), [(schema, table) for table in tables], analyze=True)
-            out.append({"schema": schema, "tables": len(tables), "rows_deleted": deleted,
+            out.append({"schema": schema, "tables": len(tables),
+                        "rows_deleted": sum(n for place, n in deleted.items() if place.startswith(schema + ".")),
                         "seconds": round(time.monotonic() - t, 3)})
     return out
 
