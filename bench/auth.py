@@ -68,7 +68,7 @@ def main() -> None:
     producer.flush(120)
     for name in ("pgvector-items", "neo4j-graph"):
         ProjectorRunner(build_projector(name, s), s, keys).run(idle_exit_after=2.0)
-    store = ApiKeys(s)
+    store = ApiKeys(s, role="owner")
     _, token = store.create("default", SCOPES, name="bench")
 
     served, open_ = create_app(s), create_app(s)

@@ -39,10 +39,14 @@ class Settings(BaseSettings):
     kafka_heap: str = Field("512m", description="Kafka JVM heap (-Xmx); sized to keep the stack under 4 GiB.")
     pg_host: str = Field("127.0.0.1", description="Postgres host.")
     pg_port: int = Field(55432, description="Postgres port.")
-    pg_user: str = Field("memstream", description="Postgres role.")
-    pg_password: SecretStr = Field(SecretStr("memstream"), description="Postgres password.")
+    pg_user: str = Field("memstream", description="Postgres owner role (owns the databases and tables; DDL, replay, erasure, the storage scrub; no superuser). The components' roles are named after it: <pg_user>_projector, _api, _keystore (memstream/privacy/pgroles.py).")
+    pg_password: SecretStr | None = Field(None, description="Password of the owner role. Unset: <stack_dir>/secrets/pg-owner.password, created by `stack up`.")
     pg_database: str = Field("memstream", description="Postgres database holding the read models.")
     pg_keys_database: str = Field("memstream_keys", description="Postgres database holding the key store (never rebuilt from the log).")
+    # -- Postgres roles per component (memstream/privacy/pgroles.py) ------------------------
+    pg_projector_password: SecretStr | None = Field(None, description="Password of <pg_user>_projector (the projectors: write the read models). Unset: <stack_dir>/secrets/pg-projector.password, created by `stack up`.")
+    pg_api_password: SecretStr | None = Field(None, description="Password of <pg_user>_api (API, MCP, console: read the read models and API keys; no access to the key store's keys). Unset: <stack_dir>/secrets/pg-api.password, created by `stack up`.")
+    pg_keystore_password: SecretStr | None = Field(None, description="Password of <pg_user>_keystore (the key store in every process that seals or opens events). Unset: <stack_dir>/secrets/pg-keystore.password, created by `stack up`.")
     neo4j_host: str = Field("127.0.0.1", description="Neo4j Bolt host.")
     neo4j_bolt_port: int = Field(27687, description="Neo4j Bolt port.")
     neo4j_heap: str = Field("512m", description="Neo4j JVM heap (-Xmx).")
@@ -149,9 +153,14 @@ class Settings(BaseSettings):
         """The name a worker copy goes by: `memory`, `memory.2`, …"""
         return name if self.instance == 1 else f"{name}.{self.instance}"
 
-    def pg_dsn(self, database: str | None = None) -> str:
-        return (f"host={self.pg_host} port={self.pg_port} user={self.pg_user} "
-                f"password={self.pg_password.get_secret_value()} dbname={database or self.pg_database}")
+    def pg_dsn(self, database: str | None = None, role: str = "owner") -> str:
+        """libpq DSN of one component's role (memstream/privacy/pgroles.py): owner (the default:
+        DDL, replay, erasure, scrub, tools), projector, api or keystore."""
+        from memstream.privacy import pgroles
+        def q(v: str) -> str:
+            return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return (f"host={q(self.pg_host)} port={self.pg_port} user={q(pgroles.role_name(self, role))} "
+                f"password={q(pgroles.password(self, role))} dbname={q(database or self.pg_database)}")
 
     @property
     def log_namespace(self) -> str:

@@ -76,8 +76,9 @@ def schema(settings: Settings) -> sql.Identifier:
     return sql.Identifier(settings.namespace)
 
 
-def connect(settings: Settings, autocommit: bool = False) -> psycopg.Connection:
-    conn = psycopg.connect(settings.pg_dsn(), autocommit=autocommit, connect_timeout=5)
+def connect(settings: Settings, autocommit: bool = False, role: str = "projector") -> psycopg.Connection:
+    """A connection as the projectors' role (writes the read models); the query side passes role="api"."""
+    conn = psycopg.connect(settings.pg_dsn(role=role), autocommit=autocommit, connect_timeout=5)
     register_vector(conn)
     return conn
 
@@ -86,6 +87,8 @@ def ensure_ddl(settings: Settings, ddl: str, **literals) -> None:
     """Run a read model's DDL ({s} = the namespace schema) under the shared DDL lock.
 
     Concurrent projectors may race on CREATE … IF NOT EXISTS; an advisory lock serialises them.
+    Run as the owner role: the tables are its, and its default privileges (memstream/stack/files/
+    postgres/roles.sql) let the projectors write and the API read each new one.
     """
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")

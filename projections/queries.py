@@ -10,7 +10,7 @@ from projections import pg
 
 
 def _read(settings: Settings, query: str, params: tuple) -> list[dict]:
-    with pg.connect(settings, autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
+    with pg.connect(settings, autocommit=True, role="api") as conn, conn.cursor(row_factory=dict_row) as cur:
         try:
             cur.execute(sql.SQL(query).format(s=pg.schema(settings)), params)
         except psycopg.errors.UndefinedTable:

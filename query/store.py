@@ -16,7 +16,7 @@ class ReadModels:
     def __init__(self, settings: Settings, pool_size: int = 8):
         self.settings = settings
         self.schema = sql.Identifier(settings.namespace)
-        self.pool = ConnectionPool(settings.pg_dsn(), min_size=1, max_size=pool_size, open=True,
+        self.pool = ConnectionPool(settings.pg_dsn(role="api"), min_size=1, max_size=pool_size, open=True,
                                    configure=lambda conn: register_vector(conn), kwargs={"autocommit": True})
         self.graph = GraphDatabase.driver(settings.neo4j_uri, auth=None)
         self._embed_lock = threading.Lock()

@@ -10,7 +10,7 @@ _ADMIN: dict[str, str] = {}
 def make_key(settings: Settings, tenant: str = "default", scopes=SCOPES, user: str | None = None,
              name: str = "tests") -> str:
     from memstream.privacy.apikeys import ApiKeys
-    store = ApiKeys(settings)
+    store = ApiKeys(settings, role="owner")   # creating keys is the operator's (the API role only verifies)
     try:
         return store.create(tenant, scopes, user=user, name=name)[1]
     finally:

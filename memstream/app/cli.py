@@ -297,7 +297,7 @@ def cmd_keys(args) -> None:
     if args.action != "rotate":
         return _api_keys(args)
     from memstream.privacy.keystore import KeyStore
-    keys = KeyStore(get_settings())
+    keys = KeyStore(get_settings(), role="owner")        # re-wraps in place: the owner's right alone
     print(f"re-wrapped {keys.rotate_master()} data keys with the current master key")
 
 
@@ -305,7 +305,7 @@ def _api_keys(args) -> None:
     """API keys of the HTTP API (memstream/privacy/apikeys.py). Whoever runs this has the stack's
     database credentials, i.e. is already an operator: the CLI needs no API key for it."""
     from memstream.privacy.apikeys import ApiKeys
-    keys = ApiKeys(get_settings())
+    keys = ApiKeys(get_settings(), role="owner")         # creates and revokes: the owner's right alone
     try:
         if args.action == "create-api-key":
             if not args.tenant or not args.scopes:

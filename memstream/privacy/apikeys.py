@@ -28,6 +28,7 @@ import psycopg
 import psycopg.sql
 
 from memstream.config import Settings
+from memstream.privacy import pgroles
 from memstream.privacy.tenants import (DEFAULT_TENANT, SCOPES, Principal, check_scopes, check_tenant, internal_user,
                                        local_key_file)
 from memstream.resilience import Unavailable
@@ -47,6 +48,10 @@ CREATE TABLE IF NOT EXISTS {schema}.api_keys (
     created_at  timestamptz NOT NULL DEFAULT now(),
     revoked_at  timestamptz
 );
+-- The API's role (memstream/privacy/pgroles.py) verifies keys; creating and revoking them is the
+-- operator's (`memstream keys`, `stack up`: the owner role).
+GRANT USAGE ON SCHEMA {schema} TO {api};
+GRANT SELECT ON {schema}.api_keys TO {api};
 """
 
 
@@ -63,14 +68,17 @@ def _parse(token: str) -> tuple[str, str] | None:
 
 
 class ApiKeys:
-    def __init__(self, settings: Settings, cache_s: float | None = None):
+    def __init__(self, settings: Settings, cache_s: float | None = None, role: str = "api"):
+        """role: the Postgres role (memstream/privacy/pgroles.py): `api` only verifies keys (the
+        API, MCP, console); `owner` also creates and revokes them (the CLI, `stack up`)."""
         self._schema = psycopg.sql.Identifier(settings.namespace)
-        self._dsn = settings.pg_dsn(settings.pg_keys_database)
+        self._dsn = settings.pg_dsn(settings.pg_keys_database, role=role)
         self._cache_s = settings.api_key_cache_s if cache_s is None else cache_s
         self._cache: dict[bytes, tuple[float, Principal | None]] = {}
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
-        self._execute(DDL)
+        pgroles.run_ddl(settings, settings.pg_keys_database, psycopg.sql.SQL(DDL).format(
+            schema=self._schema, api=psycopg.sql.Identifier(pgroles.role_name(settings, "api"))))
 
     # -- storage ------------------------------------------------------------------------------
     def _execute(self, text: str, params=None, fetch: str | None = None):
@@ -160,7 +168,7 @@ def ensure_local_admin_key(settings: Settings) -> str:
     half-written. Returns a status word, never the key.
     """
     path = local_key_file(settings)
-    store = ApiKeys(settings, cache_s=0)
+    store = ApiKeys(settings, cache_s=0, role="owner")
     try:
         existing = path.read_text().strip() if path.exists() else ""
         if existing and store.verify(existing) is not None:

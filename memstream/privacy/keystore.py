@@ -41,6 +41,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
 from memstream.errors import UserErased
+from memstream.privacy import pgroles
 from memstream.privacy.masterkeys import MasterKeys, load_master_keys
 from memstream.resilience import Unavailable
 
@@ -67,6 +68,11 @@ CREATE TABLE IF NOT EXISTS {schema}.erased_users (
     user_id    text PRIMARY KEY,
     erased_at  timestamptz NOT NULL DEFAULT now()
 );
+-- The key store's role (memstream/privacy/pgroles.py) reads and adds keys and erases a user's;
+-- nothing else may (no UPDATE: re-wrapping is the owner's `memstream keys rotate`).
+GRANT USAGE ON SCHEMA {schema} TO {keystore};
+GRANT SELECT, INSERT, DELETE ON {schema}.user_keys TO {keystore};
+GRANT SELECT, INSERT ON {schema}.system_keys, {schema}.erased_users TO {keystore};
 """
 
 CONTROL_KEY = "control"
@@ -75,18 +81,22 @@ log = logging.getLogger("memstream.keystore")
 
 
 class KeyStore:
-    def __init__(self, settings: Settings, master: MasterKeys | None = None, ttl: float = 30.0):
+    def __init__(self, settings: Settings, master: MasterKeys | None = None, ttl: float = 30.0,
+                 role: str = "keystore"):
         # Data keys belong to the log: a shadow projection of another namespace's log uses that log's keys.
         self._schema = psycopg.sql.Identifier(settings.log_namespace)
         self._master = master or load_master_keys(settings)
-        self._dsn = settings.pg_dsn(settings.pg_keys_database)
+        # The key store's own Postgres role (role "owner" for `keys rotate`, which re-wraps in place).
+        self._dsn = settings.pg_dsn(settings.pg_keys_database, role=role)
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
         self._ttl = ttl
         self._write: dict[str, tuple[float, str, AESGCM]] = {}
         self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
         self._control: tuple[str, bytes] | None = None   # (kid, key): a system key is never erased
-        self._execute(psycopg.sql.SQL(DDL).format(schema=self._schema))
+        # The tables (and their grants) are the owner's: made once over a short owner connection.
+        pgroles.run_ddl(settings, settings.pg_keys_database, psycopg.sql.SQL(DDL).format(
+            schema=self._schema, keystore=psycopg.sql.Identifier(pgroles.role_name(settings, "keystore"))))
         self._namespace = settings.log_namespace
         _Listener.attach(self._dsn, self)
 

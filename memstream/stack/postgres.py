@@ -132,43 +132,34 @@ class Postgres(Service):
                               stdin=subprocess.DEVNULL).returncode == 0
 
     def after_healthy(self) -> None:
+        from memstream.privacy import pgroles
         s = self.settings
-        password = s.pg_password.get_secret_value()
-        # 1. Role + databases + pgvector, as the superuser over the socket. Idempotent (runs on
-        #    every `up`, so a changed MEMSTREAM_PG_PASSWORD takes effect). Values go in via
-        #    stdin, never argv, so the password does not show in `ps`.
-        #    The role is LOGIN SUPERUSER: fine for a loopback-only local dev stack, and it lets
-        #    tests create schemas and extensions freely. Never do this on a shared server.
-        script = "\n".join([
-            r"\set ON_ERROR_STOP on",
-            rf"\set u {_psql_literal(s.pg_user)}",
-            rf"\set pw {_psql_literal(password)}",
-            rf"\set db {_psql_literal(s.pg_database)}",
-            rf"\set kdb {_psql_literal(s.pg_keys_database)}",
-            r"SELECT format('CREATE ROLE %I', :'u') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'u') \gexec",
-            r"SELECT format('ALTER ROLE %I WITH LOGIN SUPERUSER PASSWORD %L', :'u', :'pw') \gexec",
-            r"SELECT format('CREATE DATABASE %I OWNER %I', d, :'u') FROM (SELECT DISTINCT unnest(ARRAY[:'db', :'kdb']) AS d) x"
-            r" WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = d) \gexec",
-            # Erasure reaches the WAL (memstream/app/storage_scrub.py): a checkpoint must unlink
-            # old segments, not rename them for reuse with their bytes inside. A reload applies
-            # it to a running server too.
-            "ALTER SYSTEM SET wal_recycle = off;",
-            "SELECT pg_reload_conf();",
-            r'\c :"db"',
-            "CREATE EXTENSION IF NOT EXISTS vector;",
-            ""])
+        # 1. Roles (one per component, none a superuser), databases, grants, pgvector: as the OS
+        #    superuser over the socket, idempotent (every `up`, so a changed password takes effect
+        #    and an older stack's superuser `memstream` is demoted in place). The script is
+        #    memstream/stack/files/postgres/roles.sql, shared with docker-compose.yml. Passwords
+        #    (generated into <stack_dir>/secrets on the first `up`) go in via stdin, never argv.
+        pgroles.ensure_passwords(s)
+        variables = pgroles.psql_variables(s)
+        secrets = [v for k, v in variables.items() if k.endswith("_pw")]
+        script = "\n".join([*(rf"\set {k} {_psql_literal(v)}" for k, v in variables.items()),
+                            (Path(__file__).parent / "files" / "postgres" / "roles.sql").read_text(), ""])
         proc = subprocess.run([*self._as_pg(), str(PG_BIN / "psql"), "-X", "-q", "-h", str(self.socket_dir),
                                "-p", str(s.pg_port), "-U", self.os_user, "-d", "postgres", "-f", "-"],
                               input=script, capture_output=True, text=True, cwd=self.data_dir)
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip().splitlines()[:1] or ["no output"]
-            raise StackError(f"postgres provisioning failed: {msg[0].replace(password, '***')}")
-        # 2. Check the path clients take: TCP + password, into both databases.
+            for secret in secrets:
+                msg[0] = msg[0].replace(secret, "***")
+            raise StackError(f"postgres provisioning failed: {msg[0]}")
+        # 2. Check the path clients take: TCP + password, each role into the databases it uses.
         import psycopg                                      # lazy import
-        try:
-            for db in (s.pg_database, s.pg_keys_database):
-                with psycopg.connect(s.pg_dsn(db), connect_timeout=5) as conn:
+        logins = [("owner", s.pg_database), ("owner", s.pg_keys_database), ("projector", s.pg_database),
+                  ("api", s.pg_database), ("api", s.pg_keys_database), ("keystore", s.pg_keys_database)]
+        for role, db in logins:
+            try:
+                with psycopg.connect(s.pg_dsn(db, role=role), connect_timeout=5) as conn:
                     conn.execute("SELECT 1")
-        except psycopg.Error as e:
-            raise StackError(f"postgres is up but {s.pg_user}@{db} cannot log in over TCP: "
-                             f"{str(e).strip().splitlines()[0]}; see {self.log_file}") from None
+            except psycopg.Error as e:
+                raise StackError(f"postgres is up but {pgroles.role_name(s, role)}@{db} cannot log in over TCP: "
+                                 f"{str(e).strip().splitlines()[0]}; see {self.log_file}") from None

@@ -1,0 +1,119 @@
+"""Postgres roles per component: each connection logs in with only the rights its component needs.
+
+Roles (names derive from MEMSTREAM_PG_USER, default `memstream`):
+
+  owner      `memstream`            owns both databases, their schemas and tables: runs the DDL
+                                     (every `ensure_*`), replay rebuilds and shadows, erasure's row
+                                     deletes, the storage scrub, the operator's CLI (API keys, key
+                                     rotation). No superuser: the scrub's VACUUM FULL of pg_statistic
+                                     is a database owner's right; CHECKPOINT comes from pg_checkpoint,
+                                     pg_switch_wal() and pg_ls_waldir() from an EXECUTE grant.
+  projector  `memstream_projector`  the read models: SELECT/INSERT/UPDATE/DELETE on the tables of the
+                                     read-model database (positions included) and TEMPORARY (batch
+                                     staging); cannot connect to the key-store database.
+  api        `memstream_api`        the query side (API, MCP, console): SELECT on the read models,
+                                     SELECT on `<ns>.api_keys`; nothing else in the key store (its
+                                     user_keys, system_keys, erased_users are denied).
+  keystore   `memstream_keystore`   the key store (memstream/privacy/keystore.py) in every process
+                                     that seals or opens: SELECT/INSERT/DELETE on user_keys,
+                                     SELECT/INSERT on system_keys and erased_users; cannot connect to
+                                     the read-model database.
+
+Runtime grants come from two places: `stack up` (memstream/stack/files/postgres/roles.sql, also
+the docker-compose init script) sets the roles, database grants and the owner's default privileges
+in the read-model database (so every table the owner creates later — a test's fresh namespace, a
+replay's `<ns>__*` shadow — is readable by the API and writable by the projectors); the key
+store's tables get their grants from their own DDL (keystore.py, apikeys.py), run as the owner.
+
+Passwords: MEMSTREAM_PG_PASSWORD (owner), MEMSTREAM_PG_PROJECTOR_PASSWORD, _API_PASSWORD,
+_KEYSTORE_PASSWORD; each one unset is read from <stack_dir>/secrets/pg-<role>.password, created
+by `stack up` (0600, random, never logged).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from memstream.errors import ConfigError
+
+ROLES = ("owner", "projector", "api", "keystore")
+
+
+def role_name(settings, role: str) -> str:
+    """The Postgres role a component logs in as."""
+    if role not in ROLES:
+        raise ValueError(f"unknown Postgres role {role!r}; one of {', '.join(ROLES)}")
+    return settings.pg_user if role == "owner" else f"{settings.pg_user}_{role}"
+
+
+def password_file(settings, role: str) -> Path:
+    return settings.stack_dir / "secrets" / f"pg-{role}.password"
+
+
+def _setting(settings, role: str):
+    return settings.pg_password if role == "owner" else getattr(settings, f"pg_{role}_password")
+
+
+def password(settings, role: str) -> str:
+    """The role's password: its setting, else the file `stack up` wrote. Never logged."""
+    value = _setting(settings, role)
+    if value is not None:
+        return value.get_secret_value()
+    path = password_file(settings, role)
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        var = "MEMSTREAM_PG_PASSWORD" if role == "owner" else f"MEMSTREAM_PG_{role.upper()}_PASSWORD"
+        raise ConfigError(f"no password for the Postgres role {role_name(settings, role)!r}: set {var}, "
+                          f"or run `memstream stack up` to create {path}") from None
+
+
+def ensure_passwords(settings) -> str:
+    """Create a random password file for each role whose setting is unset and that has none yet.
+
+    O_EXCL + 0600 at creation (as master.keys): never readable by others, never written twice by
+    concurrent `up`s. Returns a status line, never a password."""
+    made = []
+    for role in ROLES:
+        if _setting(settings, role) is not None:
+            continue
+        path = password_file(settings, role)
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.chmod(0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+        made.append(role)
+    return f"created ({', '.join(made)})" if made else "present"
+
+
+def psql_variables(settings) -> dict[str, str]:
+    """The variables of roles.sql: role names, their passwords, the two databases."""
+    out: dict[str, str] = {}
+    for role in ROLES:
+        out[role] = role_name(settings, role)
+        out[f"{role}_pw"] = password(settings, role)
+    out["db"] = settings.pg_database
+    out["kdb"] = settings.pg_keys_database
+    return out
+
+
+def run_ddl(settings, database: str, ddl) -> None:
+    """Run DDL (and its grants) as the owner, in one transaction under the database's DDL lock:
+    components opening their tables at once must not race (two GRANTs on one table at the same
+    moment fail with 'tuple concurrently updated'). A lost server is Unavailable, as elsewhere."""
+    import psycopg
+
+    from memstream.resilience import Unavailable
+    try:
+        with psycopg.connect(settings.pg_dsn(database), connect_timeout=5) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('memstream-ddl'))")
+            conn.execute(ddl)
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise Unavailable(f"Postgres unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
