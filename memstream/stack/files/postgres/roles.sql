@@ -6,6 +6,11 @@
 \set ON_ERROR_STOP on
 \set QUIET on
 
+-- 0. Whoever runs this stays a superuser: the owner role cannot be the one running it (a docker
+--    volume made by the earlier compose file, whose superuser is `memstream`: see docker-compose.yml).
+SELECT format('DO $x$BEGIN RAISE EXCEPTION %L; END$x$', 'roles.sql: the owner role ' || current_user
+              || ' is the superuser running this script; run it as another superuser') WHERE :'owner' = current_user \gexec
+
 -- 1. Login roles, none of them a superuser. An older stack's owner was `memstream` LOGIN
 --    SUPERUSER: it is demoted in place and keeps everything it owns.
 SELECT format('CREATE ROLE %I', r) FROM unnest(ARRAY[:'owner', :'projector', :'api', :'keystore']) AS r
