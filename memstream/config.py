@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     neo4j_bolt_port: int = Field(27687, description="Neo4j Bolt port.")
     neo4j_heap: str = Field("512m", description="Neo4j JVM heap (-Xmx).")
     neo4j_pagecache: str = Field("256m", description="Neo4j page cache size.")
+    # -- Neo4j authentication (one user: community edition has no roles; memstream/neo4j_auth.py) --
+    neo4j_user: str = Field("neo4j", description="Neo4j user of every memstream process (community edition has no roles: one user for the application). The local stack's launcher creates it when missing and sets its password at every start.")
+    neo4j_password: SecretStr | None = Field(None, description="Password of neo4j_user. Unset: <stack_dir>/secrets/neo4j.password, created by `stack up`.")
 
     # -- HTTP API -------------------------------------------------------------------------
     api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")

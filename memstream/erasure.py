@@ -50,7 +50,7 @@ def delete_from_shadows(settings: Settings, users: list[str]) -> dict[str, int]:
     generations `<ns>__…`); rows per `schema.table` (and `neo4j:shadows`). Erasure tombstones stay:
     a rebuild in progress must go on refusing the users' late events."""
     import psycopg
-    from neo4j import GraphDatabase
+    from memstream import neo4j_auth
     from psycopg import sql
 
     prefix = settings.namespace + "__"
@@ -66,7 +66,7 @@ def delete_from_shadows(settings: Settings, users: list[str]) -> dict[str, int]:
                 sql.Identifier(schema), sql.Identifier(table)), (users,)).rowcount
             if n:
                 deleted[f"{schema}.{table}"] = n
-    driver = GraphDatabase.driver(settings.neo4j_uri, auth=None)
+    driver = neo4j_auth.driver(settings)
     try:
         with driver.session() as session:
             n = session.run("MATCH (m:Memory) WHERE m.user IN $users AND m.ns STARTS WITH $prefix DETACH DELETE m "

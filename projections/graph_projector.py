@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 
 import orjson
-from neo4j import GraphDatabase
 
+from memstream import neo4j_auth
 from memstream.config import Settings
 from memstream.resilience import StalePosition
 from projections import graph_generation, tombstones
@@ -62,7 +62,7 @@ class GraphProjector(Projector):
         # The driver reconnects by itself; short timeouts and a short managed-retry window let an
         # outage surface as ServiceUnavailable (transient) to the runner, which waits it out with
         # its own backoff and reports `waiting`, instead of blocking inside one call for 30 s.
-        self.driver = GraphDatabase.driver(self.settings.neo4j_uri, auth=None, connection_timeout=5.0,
+        self.driver = neo4j_auth.driver(self.settings, connection_timeout=5.0,
                                            connection_acquisition_timeout=10.0, max_transaction_retry_time=5.0)
         with self.driver.session() as s:
             for stmt in SETUP:

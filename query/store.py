@@ -4,11 +4,11 @@ from __future__ import annotations
 import threading
 from functools import cached_property
 
-from neo4j import GraphDatabase
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from memstream import neo4j_auth
 from memstream.config import Settings
 
 
@@ -18,7 +18,7 @@ class ReadModels:
         self.schema = sql.Identifier(settings.namespace)
         self.pool = ConnectionPool(settings.pg_dsn(role="api"), min_size=1, max_size=pool_size, open=True,
                                    configure=lambda conn: register_vector(conn), kwargs={"autocommit": True})
-        self.graph = GraphDatabase.driver(settings.neo4j_uri, auth=None)
+        self.graph = neo4j_auth.driver(settings)
         self._embed_lock = threading.Lock()
 
     def q(self, text: str) -> sql.Composed:

@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass, field
 
 import psycopg
-from neo4j import GraphDatabase
 from psycopg import sql
 
+from memstream import neo4j_auth
 from memstream.config import Settings
 from memstream.errors import MemstreamError
 from projections import graph_generation, pg
@@ -154,7 +154,7 @@ def load_pg_positions(conn: psycopg.Connection, schema: str, projector: str) -> 
 # -- Neo4j --------------------------------------------------------------------------------------
 
 def graph_driver(settings: Settings):
-    return GraphDatabase.driver(settings.neo4j_uri, auth=None)
+    return neo4j_auth.driver(settings)
 
 
 def graph_positions(runner, generation: str) -> dict[TopicPart, int]:

@@ -7,8 +7,8 @@ import contextlib
 from datetime import datetime
 
 import numpy as np
-from neo4j import GraphDatabase
 
+from memstream import neo4j_auth
 from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import uuid7
 from memstream.privacy.keystore import KeyStore
@@ -92,7 +92,7 @@ def pg_items(live, user: str) -> dict[str, dict]:
 
 
 def graph(live, query: str, **params) -> list[dict]:
-    with GraphDatabase.driver(live.neo4j_uri, auth=None) as driver, driver.session() as s:
+    with neo4j_auth.driver(live) as driver, driver.session() as s:
         return s.run(RESOLVE + query, ns=live.namespace, **params).data()
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from neo4j import GraphDatabase
 
+from memstream import neo4j_auth
 from memstream.erasure import erase_user
 from projections.queries import memories, preferences
 from schemas.codec import decode, open_blob
@@ -16,12 +16,12 @@ from tests.kafka_helpers import dead_letters, read_all
 
 
 def graph_nodes(settings, user):
-    with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+    with neo4j_auth.driver(settings) as driver, driver.session() as s:
         return s.run("MATCH (m:Memory {ns: $ns, user: $u}) RETURN count(m) AS n", ns=settings.namespace, u=user).single()["n"]
 
 
 def follows_edges(settings, user):
-    with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+    with neo4j_auth.driver(settings) as driver, driver.session() as s:
         return s.run("MATCH (:Memory {ns: $ns, user: $u})-[r:FOLLOWS]->(:Memory) RETURN count(r) AS n",
                      ns=settings.namespace, u=user).single()["n"]
 
@@ -195,5 +195,5 @@ def test_erasure_reaches_the_namespaces_shadows(settings, client, keys, pipeline
         assert erase_from_shadows(settings, victim) == {}, "a second pass finds nothing left"
     finally:
         drop_schema(settings, shadow.namespace)
-        with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+        with neo4j_auth.driver(settings) as driver, driver.session() as s:
             s.run("MATCH (m:Memory {ns: $ns}) DETACH DELETE m", ns=shadow.namespace)

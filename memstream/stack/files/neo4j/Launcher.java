@@ -7,9 +7,20 @@
 //   java -cp "<classes>:<stack_dir>/lib/neo4j/*" Launcher <home> <bolt-port> <pagecache>
 //        [bolt-host] [data-dir] [logs-dir]
 //
-// Auth is disabled (local dev stack, loopback only): the Python driver connects with auth=None.
+// Auth is enabled. The password comes from the environment variable MEMSTREAM_NEO4J_PASSWORD
+// (never argv: `ps` shows argv to every user); `stack up` passes the one it keeps in
+// <stack_dir>/secrets/neo4j.password. At every start the launcher sets it for the user
+// MEMSTREAM_NEO4J_USER (default neo4j) through the system database, so it is idempotent, and a
+// store made while auth was disabled (user neo4j with the default password, change required)
+// is taken over as is. Community edition has no roles: that one user can do everything.
+// Once the password is set it writes <home>/launcher.ready (its pid): the health probe logs in
+// only after that, so no attempt fails (and counts towards the user's lockout) while it starts.
 // SIGTERM (or Ctrl-C) runs the shutdown hook, which checkpoints and closes the stores cleanly.
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
 import org.neo4j.configuration.GraphDatabaseInternalSettings;
@@ -18,6 +29,7 @@ import org.neo4j.configuration.connectors.BoltConnector;
 import org.neo4j.configuration.helpers.SocketAddress;
 import org.neo4j.dbms.api.DatabaseManagementService;
 import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
+import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.io.ByteUnit;
 import org.neo4j.logging.Level;
 import org.neo4j.logging.log4j.Log4jLogProvider;
@@ -34,6 +46,20 @@ public final class Launcher {
         String host = args.length > 3 ? args[3] : "127.0.0.1";
         Path data = args.length > 4 ? Path.of(args[4]).toAbsolutePath() : home.resolve("data");
         Path logs = args.length > 5 ? Path.of(args[5]).toAbsolutePath() : home.resolve("logs");
+        String password = System.getenv("MEMSTREAM_NEO4J_PASSWORD");
+        String user = System.getenv().getOrDefault("MEMSTREAM_NEO4J_USER", "neo4j");
+        if (password == null || password.isEmpty()) {
+            System.err.println("memstream-launcher: MEMSTREAM_NEO4J_PASSWORD is not set (`memstream stack up` sets it)");
+            System.exit(2);
+        }
+
+        Path ready = home.resolve("launcher.ready");
+        try {
+            Files.deleteIfExists(ready);          // left by a launcher that was killed
+        } catch (IOException e) {
+            System.err.println("memstream-launcher: cannot remove " + ready + ": " + e);
+            System.exit(1);
+        }
 
         long t0 = System.nanoTime();
         DatabaseManagementService dbms;
@@ -42,7 +68,7 @@ public final class Launcher {
                     .setConfig(GraphDatabaseSettings.data_directory, data)
                     .setConfig(GraphDatabaseSettings.logs_directory, logs)   // debug.log lives here
                     .setConfig(GraphDatabaseSettings.pagecache_memory, pagecache)
-                    .setConfig(GraphDatabaseSettings.auth_enabled, false)
+                    .setConfig(GraphDatabaseSettings.auth_enabled, true)
                     .setConfig(GraphDatabaseSettings.udc_enabled, false)      // no network here anyway
                     // Transaction logs are preallocated (256 MiB each) by default: wasteful for a dev stack.
                     .setConfig(GraphDatabaseSettings.preallocate_logical_logs, false)
@@ -69,9 +95,27 @@ public final class Launcher {
             return;
         }
 
+        try {
+            setPassword(dbms, user, password);
+            Path tmp = home.resolve("launcher.ready.tmp");
+            Files.writeString(tmp, ProcessHandle.current().pid() + "\n");
+            Files.move(tmp, ready, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        } catch (Throwable e) {
+            // The message only: it never holds the password (a parameter), but say nothing more.
+            System.err.println("memstream-launcher: cannot set the password of Neo4j user " + user + ": " + e.getMessage());
+            dbms.shutdown();
+            System.exit(1);
+            return;
+        }
+
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             System.out.println("memstream-launcher: shutting down Neo4j");
+            try {
+                Files.deleteIfExists(ready);
+            } catch (IOException e) {
+                // the next launcher removes it, and the probe checks its pid anyway
+            }
             dbms.shutdown();
             System.out.println("memstream-launcher: Neo4j stopped");
             stopped.countDown();
@@ -81,5 +125,34 @@ public final class Launcher {
                 (System.nanoTime() - t0) / 1e9, host, port);
         System.out.flush();
         stopped.await();   // park the main thread; the JVM exits after the hook has run
+    }
+
+    /** The application's one user gets `password`, no change required: at every start, so a new
+     *  password in the secrets file takes effect on restart. Embedded transactions run with full
+     *  rights, so this needs no login. The user is created when missing; when it is not neo4j,
+     *  the default neo4j user (whose well-known initial password would let anyone in) is dropped. */
+    static void setPassword(DatabaseManagementService dbms, String user, String password) {
+        GraphDatabaseService system = dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME);
+        Map<String, Object> params = Map.of("user", user, "pw", password);
+        system.executeTransactionally("CREATE USER $user IF NOT EXISTS SET PASSWORD $pw CHANGE NOT REQUIRED", params);
+        try {
+            system.executeTransactionally("ALTER USER $user SET PASSWORD $pw CHANGE NOT REQUIRED", params);
+        } catch (RuntimeException e) {
+            // Neo4j refuses to "change" a password to the one it has: then it is already set
+            // (every start after the first, or a user CREATE just made); only the flag remains.
+            if (!mentions(e, "Old password and new password cannot be the same")) throw e;
+            system.executeTransactionally("ALTER USER $user SET PASSWORD CHANGE NOT REQUIRED", params);
+        }
+        if (!user.equals("neo4j")) {
+            system.executeTransactionally("DROP USER neo4j IF EXISTS");
+        }
+        System.out.println("memstream-launcher: password of user " + user + " set");
+    }
+
+    static boolean mentions(Throwable e, String text) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t.getMessage() != null && t.getMessage().contains(text)) return true;
+        }
+        return false;
     }
 }
