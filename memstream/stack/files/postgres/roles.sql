@@ -43,6 +43,9 @@ SELECT pg_reload_conf() \gset
 \c :"db"
 \set ON_ERROR_STOP on
 \set QUIET on
+-- the components' DDL lock (projections/pg.py, pgroles.run_ddl), held until the next \c: a GRANT
+-- racing another on the same table fails with 'tuple concurrently updated'
+SELECT pg_advisory_lock(hashtext('memstream-ddl')) \gset
 CREATE EXTENSION IF NOT EXISTS vector;
 SELECT format('GRANT EXECUTE ON FUNCTION pg_switch_wal(), pg_ls_waldir() TO %I', :'owner') \gexec
 SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %1$I GRANT USAGE ON SCHEMAS TO %2$I, %3$I; '
@@ -61,6 +64,7 @@ SELECT format('GRANT USAGE ON SCHEMA %1$I TO %2$I, %3$I; '
 \c :"kdb"
 \set ON_ERROR_STOP on
 \set QUIET on
+SELECT pg_advisory_lock(hashtext('memstream-ddl')) \gset
 SELECT format('GRANT USAGE ON SCHEMA %I TO %I, %I', nspname, :'keystore', :'api')
   FROM pg_namespace WHERE nspowner = (SELECT oid FROM pg_roles WHERE rolname = :'owner') \gexec
 SELECT format('GRANT SELECT, INSERT, DELETE ON %I.user_keys TO %I', schemaname, :'keystore')
