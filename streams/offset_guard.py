@@ -66,7 +66,10 @@ def install() -> None:
 
     def _new_offset(self, tp):
         gaps = self._gap[tp]
-        if head_hole(self._acked[tp], self._committed_offset[tp], lambda o: bool(gaps.at(o))) is not None:
+        committed = committed_or_log_start(self, tp)
+        if committed is None and self._acked[tp]:
+            return None    # nothing committed and the log start not known yet: wait for the next check
+        if head_hole(self._acked[tp], committed, lambda o: bool(gaps.at(o))) is not None:
             return None
         return original(self, tp)
 
@@ -84,6 +87,18 @@ def install() -> None:
             self._memstream_commit_started = None
 
     Consumer._commit_offsets = _commit_offsets
+
+
+def committed_or_log_start(consumer, tp) -> int | None:
+    """The next offset the group will read on `tp`: its committed offset, or where the log starts
+    when nothing is committed. faust keeps None for both "never committed" and "committed 0"
+    (perform_seek maps 0 to None), and commits the first run of acks wherever it starts in that
+    case: records skipped at the start of a partition's life were committed past. The log start is
+    read by OffsetHealer.check (None until then)."""
+    committed = consumer._committed_offset.get(tp)
+    if committed is not None:
+        return committed
+    return getattr(consumer, "_memstream_log_start", {}).get(tp)
 
 
 def commit_stalled_for(consumer) -> float:
@@ -174,7 +189,7 @@ class OffsetHealer:
             acked = list(consumer._acked.get(tp, ()))
             gaps = consumer._gap[tp]
             covers = lambda o, g=gaps: bool(g.at(o))  # noqa: E731
-            committed = consumer._committed_offset.get(tp)
+            committed = committed_or_log_start(consumer, tp)
             if acked:
                 hole = head_hole(acked, committed, covers)
             elif queued or not acking(tp.topic) or tp in consumer._paused_partitions:
@@ -202,6 +217,7 @@ class OffsetHealer:
             self.suspects = {}
             return 0
         consumer = app.consumer
+        await _learn_log_starts(consumer)
         holes = self.holes(consumer, queued=_queued(app))
         now = time.monotonic()
         healed = 0
@@ -222,6 +238,21 @@ class OffsetHealer:
         self.suspects = holes
         self.healed += healed
         return healed
+
+
+async def _learn_log_starts(consumer) -> None:
+    """Where the log starts, for acked partitions with nothing committed (see committed_or_log_start)."""
+    known = consumer.__dict__.setdefault("_memstream_log_start", {})
+    wanted = [tp for tp in list(consumer._acked)
+              if consumer._committed_offset.get(tp) is None and tp not in known and consumer._acked.get(tp)]
+    if not wanted:
+        return
+    try:
+        starts = await consumer.earliest_offsets(*wanted)
+    except Exception as exc:   # noqa: BLE001 - a broker hiccup: the commit waits for the next check
+        log.info("log start offsets not read (%r); commits of %d partitions wait", exc, len(wanted))
+        return
+    known.update({tp: off for tp, off in starts.items() if off is not None and off >= 0})
 
 
 def _highwater(consumer, tp) -> int | None:

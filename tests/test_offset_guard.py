@@ -108,3 +108,21 @@ def test_a_partition_with_no_acks_is_judged_only_when_nothing_waits_in_the_queue
     assert healer.holes(c, queued=3) == {}               # delivered, still waiting for the stream
     c._paused_partitions.add(TP0)
     assert healer.holes(c) == {}                         # faust holds the partition back (recovery)
+
+
+def test_nothing_committed_yet_means_the_log_start_not_anything_goes():
+    """faust keeps None for a partition never committed (and for one committed at 0) and then
+    commits the first run of acks wherever it starts: records skipped at the start of a
+    partition's life were committed past. The guard reads the log start instead, and commits
+    nothing until it knows it."""
+    offset_guard.install()
+    _, c = consumer()
+    c._acked[TP0].extend([3, 4])
+    assert c._committed_offset[TP0] is None
+    assert c._new_offset(TP0) is None, "log start unknown: no commit yet"
+    c._memstream_log_start = {TP0: 0}
+    assert c._new_offset(TP0) is None, "faust alone returns 5 here, committing over offsets 0-2"
+    healer = OffsetHealer("test", "127.0.0.1:1")
+    assert healer.holes(c) == {TP0: (0, 3)}
+    c._acked[TP0].extend([0, 1, 2])
+    assert c._new_offset(TP0) == 5
