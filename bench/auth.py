@@ -19,6 +19,7 @@ import time
 import uuid
 
 import numpy as np
+from memstream.kafka_auth import ADMIN
 
 WORDS = "coffee tea hiking chess jazz Paris Berlin cello bicycle beagle flight hotel sushi yoga piano garden".split()
 
@@ -51,7 +52,7 @@ def main() -> None:
     keys = KeyStore(s)
     rng = np.random.default_rng(1)
     users = [f"u{i:03d}" for i in range(args.users)]
-    producer = EventProducer(s)
+    producer = EventProducer(s, ADMIN)
     for user in users:
         last = None
         for i in range(args.memories):

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import orjson
+from memstream.kafka_auth import ADMIN, kafka_config
 
 DIM = 384
 DAY = 86400.0
@@ -200,7 +201,7 @@ def wait_quiet(settings, timeout: float = 900.0) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
     from projections.registry import PROJECTORS, build_projector
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-probe"})
+    consumer = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-probe"})
     projectors = [build_projector(name, settings) for name in PROJECTORS]
     for p in projectors:
         p.setup()
@@ -263,7 +264,7 @@ def freshness(consolidation_every: int, args) -> dict:
 
     try:
         # 1. prefill: each user gets --prefill memories (synthetic embeddings, spread over 60 days)
-        producer = EventProducer(settings)
+        producer = EventProducer(settings, ADMIN)
         start = datetime.now(timezone.utc) - timedelta(days=60)
         for u in users:
             client.keys.key_for_write(u)

@@ -23,6 +23,7 @@ import uuid
 import orjson
 import psycopg
 from psycopg import sql
+from memstream.kafka_auth import ADMIN, kafka_config
 
 
 def load(settings, rows: int, users: int) -> None:
@@ -156,7 +157,7 @@ def drop(settings) -> None:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     with psycopg.connect(settings.pg_dsn(settings.pg_keys_database), autocommit=True) as conn:   # the rebuild's key store
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(settings.namespace)))
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin = AdminClient(kafka_config(settings, ADMIN))
     for fut in admin.delete_topics([settings.topic(t) for t in TOPICS], operation_timeout=30).values():
         try:
             fut.result()

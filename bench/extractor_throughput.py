@@ -11,6 +11,7 @@ import argparse
 import os
 import time
 import uuid
+from memstream.kafka_auth import ADMIN, kafka_config
 
 
 def main() -> None:
@@ -30,7 +31,7 @@ def main() -> None:
     client = MemoryClient(settings)
     log = open(settings.stack_dir / "logs" / f"{settings.namespace}-extractor.log", "ab")
     proc = subprocess.Popen(worker_command("extractor"), stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-" + uuid.uuid4().hex,
+    consumer = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-" + uuid.uuid4().hex,
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([settings.topic("facts")])
 

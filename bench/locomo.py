@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+from memstream.kafka_auth import ADMIN, kafka_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 KS = (5, 10, 25)
@@ -248,7 +249,7 @@ def fact_event(obs: Observation, user: str, vec: list[float], embed_model: str):
 def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[float]], embed_model: str) -> int:
     from memstream.bus import EventProducer
     from schemas.codec import encode
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     n = 0
     try:
         for c in convs:
@@ -268,7 +269,7 @@ class TopicReader:
         from confluent_kafka import Consumer, TopicPartition
         self.keys = keys
         self.topic = topic
-        self.consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-locomo-" + uuid.uuid4().hex,
+        self.consumer = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-locomo-" + uuid.uuid4().hex,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
         self.partitions = sorted(meta.partitions)
@@ -892,7 +893,7 @@ def _warm_up(settings, keys, memory: TopicReader, emb, procs: dict, timeout: flo
     from schemas.codec import encode
     obs = Observation("warm-up", 0, "-", 0, "warm-up", frozenset(), at)
     user = f"locomo-warm-up-{uuid.uuid4().hex[:8]}"
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     try:
         producer.send(settings.topic("facts"), user, encode(fact_event(obs, user, emb.passages([obs.text])[0], emb.model), keys))
         producer.flush(60)

@@ -23,6 +23,7 @@ import sys
 import time
 
 import orjson
+from memstream.kafka_auth import ADMIN, kafka_config
 
 
 def generate(settings, keys, n: int) -> int:
@@ -34,7 +35,7 @@ def generate(settings, keys, n: int) -> int:
     from schemas.codec import encode
     ensure_topics(settings)
     topic = settings.topic("memory")
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-probe"})
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-probe"})
     for attempt in range(50):   # a topic just created has no leader for a moment
         try:
             have = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -49,7 +50,7 @@ def generate(settings, keys, n: int) -> int:
         return have
     if have:
         raise SystemExit(f"{topic} holds {have} records, fewer than {n}: use another --namespace")
-    producer = EventProducer(settings, **{"linger.ms": 50, "batch.size": 1_000_000})
+    producer = EventProducer(settings, ADMIN, **{"linger.ms": 50, "batch.size": 1_000_000})
     started = time.monotonic()
     for i, env in enumerate(iter_decided_events(settings.embed_dim, seed=11, users=1000, prefix="bench-")):
         if i >= n:

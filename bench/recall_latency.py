@@ -18,6 +18,7 @@ import time
 import uuid
 
 import numpy as np
+from memstream.kafka_auth import ADMIN
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -56,7 +57,7 @@ def main() -> None:
     rng = np.random.default_rng(1)
     if args.namespace is None:
         ensure_topics(settings)
-        producer = EventProducer(settings)
+        producer = EventProducer(settings, ADMIN)
         t0 = time.perf_counter()
         last: dict[str, str] = {}
         n = 0

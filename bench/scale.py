@@ -30,6 +30,7 @@ from bench.soak import end_offset, group_lag, projector_lag
 from memstream.app.workers import Supervisor
 from memstream.bus import EventProducer, ensure_topics
 from memstream.config import get_settings
+from memstream.kafka_auth import ADMIN
 from memstream.privacy.keystore import KeyStore
 from memstream.resilience import read_health
 from memstream.stack.process import memory_mib
@@ -52,7 +53,7 @@ def fresh(tag: str):
 
 def publish(settings, keys, n: int, users: int, start: int = 0, user: str | None = None) -> list:
     """n turns, each stating a fact, round-robin over `users` users (or all `user`'s)."""
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     sent = []
     for i in range(start, start + n):

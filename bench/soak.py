@@ -22,6 +22,7 @@ from pathlib import Path
 from memstream.app.workers import Supervisor
 from memstream.bus import EventProducer, ensure_topics
 from memstream.config import get_settings
+from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from memstream.resilience import read_health
 from memstream.stack.process import memory_mib
@@ -37,7 +38,7 @@ WORDS = ["hiking", "Lisbon", "ramen", "喝茶", "Acme", "chess", "jazz", "Porto"
 
 def group_lag(settings, group: str, topics: list[str]) -> int:
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": group, "enable.auto.commit": False})
     try:
         parts = [TopicPartition(settings.topic(t), p) for t in topics for p in range(settings.partitions)]
         return sum(c.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)[1] - max(tp.offset, 0)
@@ -48,7 +49,7 @@ def group_lag(settings, group: str, topics: list[str]) -> int:
 
 def end_offset(settings, topic: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "memstream-soak-probe"})
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "memstream-soak-probe"})
     try:
         return sum(c.get_watermark_offsets(TopicPartition(settings.topic(topic), p), timeout=10)[1]
                    for p in range(settings.partitions))
@@ -113,7 +114,7 @@ def main() -> None:
     sent = [0]
 
     def publish():
-        producer = EventProducer(settings)
+        producer = EventProducer(settings, ADMIN)
         t0 = datetime.now(UTC)
         i = 0
         next_at = time.monotonic()

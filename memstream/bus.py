@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream.config import Settings
 from memstream.errors import InvalidEvent, MemstreamError, UserErased
+from memstream.kafka_auth import ADMIN, PUBLISHER, Principal, ensure_namespace_acls, kafka_config
 from schemas.codec import KeyRing, check_user_id, seal_blob
 
 TOPICS = ("turns", "tasks", "facts", "memory", "deadletter")
@@ -65,7 +66,7 @@ class LogEnds:
         from confluent_kafka import Consumer, TopicPartition
         with self._lock:
             if self._consumer is None:
-                self._consumer = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap,
+                self._consumer = Consumer({**kafka_config(self.settings, PUBLISHER),   # the API's principal
                                            "group.id": f"{self.settings.namespace}.log-ends", "enable.auto.commit": False})
             _low, high = self._consumer.get_watermark_offsets(TopicPartition(pos.topic, pos.partition), timeout=timeout)
         self._ends[key] = high
@@ -79,8 +80,12 @@ class LogEnds:
 
 
 def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
-    """Create the namespace's topics if missing: infinite retention, settings.partitions each."""
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    """Create the namespace's topics if missing: infinite retention, settings.partitions each;
+    and the ACLs that let the worker and publisher principals use the namespace (memstream/kafka_auth.py).
+    Runs as the admin principal (the only one allowed to create topics and ACLs)."""
+    admin = AdminClient(kafka_config(settings, ADMIN))
+    # Before the topics: a worker waiting for them must be able to use them the moment they exist.
+    ensure_namespace_acls(admin, settings, timeout=timeout)
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [settings.topic(name) for name in TOPICS]
     # Infinite retention: the log is the truth (law 1) and is never trimmed by time or size.
@@ -106,9 +111,10 @@ def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
     return [t.topic for t in new]
 
 
-def producer_config(settings: Settings, **extra) -> dict:
+def producer_config(settings: Settings, principal: Principal, **extra) -> dict:
+    """An idempotent producer's config, connecting as `principal` (kafka_auth.py: who may write what)."""
     return {
-        "bootstrap.servers": settings.kafka_bootstrap,
+        **kafka_config(settings, principal),
         "enable.idempotence": True,   # no duplicates or reordering on retry
         "acks": "all",
         "partitioner": PARTITIONER,
@@ -127,8 +133,8 @@ class EventProducer:
     awaited through the returned Future (one record's position).
     """
 
-    def __init__(self, settings: Settings, **extra):
-        self._producer = Producer(producer_config(settings, **extra))
+    def __init__(self, settings: Settings, principal: Principal, **extra):
+        self._producer = Producer(producer_config(settings, principal, **extra))
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
         self._poller.start()

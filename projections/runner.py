@@ -36,6 +36,7 @@ from memstream.bus import EventProducer, check_record_key, dead_letter_key, dead
 from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
+from memstream.kafka_auth import WORKER, Principal, kafka_config
 from memstream.resilience import POISON, TRANSIENT, Backoff, Health, StalePosition, Unavailable, classify
 from schemas.codec import KeyRing, decode
 from schemas.envelope import Envelope
@@ -128,9 +129,11 @@ class _Rec:
 
 class ProjectorRunner:
     def __init__(self, projector: Projector, settings: Settings, keys: KeyRing,
-                 batch_size: int = 2000, group_suffix: str = "", health: Health | None = None):
+                 batch_size: int = 2000, group_suffix: str = "", health: Health | None = None,
+                 principal: Principal = WORKER):
         self.projector = projector
         self.settings = settings
+        self.principal = principal
         self.keys = keys
         self.batch_size = batch_size
         self.stop_event = threading.Event()
@@ -145,7 +148,7 @@ class ProjectorRunner:
         self._dead_sent: set[tuple[str, int, int]] = set()
         self._backoff = Backoff()
         self._consumer = Consumer({
-            "bootstrap.servers": settings.kafka_bootstrap,
+            **kafka_config(settings, principal),   # the pipeline's (kafka_auth.py); in-process test runs: admin
             "group.id": f"{settings.namespace}.projector.{projector.name}{group_suffix}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -421,7 +424,7 @@ class ProjectorRunner:
 
     def _dead_letter(self, dead) -> None:
         if self._dlq is None:
-            self._dlq = EventProducer(self.settings)
+            self._dlq = EventProducer(self.settings, self.principal)
         topic = self.settings.topic("deadletter")
         futures = []
         for m, reason in dead:

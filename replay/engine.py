@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from memstream import watermarks
 from memstream.errors import InvalidEvent
+from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from projections.registry import build_projector
 from projections.runner import Item, Projector, TopicPart
@@ -75,9 +76,10 @@ def topics_of(projector: Projector) -> frozenset[str]:
     return frozenset(projector.settings.topic(t) for t in projector.topics)
 
 
-def consumer(bootstrap: str, purpose: str = "replay") -> Consumer:
+def consumer(kafka: dict, purpose: str = "replay") -> Consumer:
+    """A group-less reader; `kafka`: the client config of a principal (memstream/kafka_auth.py)."""
     return Consumer({
-        "bootstrap.servers": bootstrap,
+        **kafka,
         "group.id": f"memstream-{purpose}-{uuid.uuid4().hex[:8]}",   # never committed: positions live in the stores
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -105,10 +107,10 @@ def real_positions(positions: dict[TopicPart, int], topics: frozenset[str]) -> d
 
 
 class Replayer:
-    def __init__(self, bootstrap: str, keys: KeyRing, batch_size: int = 5000, progress_label: str | None = None,
+    def __init__(self, kafka: dict, keys: KeyRing, batch_size: int = 5000, progress_label: str | None = None,
                  progress: bool = True, stop_after: int | None = None, parallel: bool = True,
                  partitions: set[int] | None = None, on_records=None):
-        self.bootstrap = bootstrap
+        self.kafka = kafka                # kafka_auth.kafka_config(settings, ADMIN): replay is an operator's tool
         self.partitions = partitions      # only these partition numbers (a shard of a parallel replay)
         self.on_records = on_records      # called with each batch's record count (a shard reports to its parent)
         self.keys = keys
@@ -125,7 +127,7 @@ class Replayer:
         a projector not in `until` reads to the log end as of now.
         """
         stats = ReplayStats(applied={p.name: 0 for p in projectors})
-        c = consumer(self.bootstrap)
+        c = consumer(self.kafka)
         pool = ThreadPoolExecutor(max_workers=max(1, len(projectors)), thread_name_prefix="replay") if self.parallel else None
         try:
             lanes, start, stop = self.plan(c, projectors, until)
@@ -199,7 +201,7 @@ class Replayer:
 
     def remaining(self, projectors: list[Projector]) -> int:
         """Records a run over `projectors` would read (for a progress total)."""
-        c = consumer(self.bootstrap)
+        c = consumer(self.kafka)
         try:
             _, start, stop = self.plan(c, projectors)
             return sum(stop[tp] - start[tp] for tp in start)
@@ -283,7 +285,7 @@ def _shard(args) -> ReplayStats:
         def report(n: int) -> None:
             with counter.get_lock():
                 counter.value += n
-        return Replayer(settings.kafka_bootstrap, keys, batch_size=batch_size, progress=False,
+        return Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size, progress=False,
                         partitions=partitions, on_records=report).run(projectors)
     finally:
         for p in projectors:

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from memstream.config import Settings
 from memstream.errors import MemstreamError
+from memstream.kafka_auth import PUBLISHER, kafka_config
 
 Pos = tuple[str, int, int]
 
@@ -37,7 +38,8 @@ def fetch(settings: Settings, positions, gap: int = 500, timeout: float = 30.0) 
     if not wanted:
         return out
     todo = {tp: _stretches(offs, gap) for tp, offs in wanted.items()}
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"memstream-fetch-{uuid.uuid4().hex[:8]}",
+    # PUBLISHER: the API's audit and time-travel reads; it reads every topic of the namespace, writes none here
+    c = Consumer({**kafka_config(settings, PUBLISHER), "group.id": f"memstream-fetch-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 10})
     try:
         c.assign([TopicPartition(t, p, todo[(t, p)][0][0]) for t, p in todo])

@@ -33,6 +33,7 @@ from psycopg import sql
 
 from memstream.config import Settings
 from memstream.errors import MemstreamError
+from memstream.kafka_auth import ADMIN, kafka_config
 from projections.registry import PROJECTORS, build_projector
 from projections.runner import Projector, TopicPart
 from replay import stores
@@ -167,7 +168,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
                  + (" (resuming)" if report.resumed else ""), progress)
 
             # 2. bulk load to the log end as of now (sharded by partition over processes if asked)
-            replayer = Replayer(settings.kafka_bootstrap, keys, batch_size=batch_size, progress=progress,
+            replayer = Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size, progress=progress,
                                 progress_label="rebuild", stop_after=stop_after)
             if workers > 1 and stop_after is None:
                 from replay.engine import load_parallel
@@ -194,7 +195,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
             with stores.WriterLocks(settings, names) as locks:
                 until = {p.name: catchup_targets(p.positions(), locks.positions.get(p.name, {}), topics_of(p))
                          for p in projectors}
-                report.catchup = Replayer(settings.kafka_bootstrap, keys, batch_size=batch_size,
+                report.catchup = Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size,
                                           progress=False).run(projectors, until)
                 for p in projectors:
                     p.close()
@@ -224,7 +225,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
 
 def offsets_at(settings: Settings, topics: frozenset[str], since: datetime) -> dict[TopicPart, int]:
     """Per partition, the first offset appended at or after `since` (the log end if none)."""
-    c = consumer(settings.kafka_bootstrap, "replay-from")
+    c = consumer(kafka_config(settings, ADMIN), "replay-from")
     try:
         ends = log_ends(c, topics)
         ms = int(since.timestamp() * 1000)

@@ -28,6 +28,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from memstream.bus import EventProducer, check_record_key
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
+from memstream.kafka_auth import ADMIN, kafka_config
 from replay.engine import consumer, log_ends
 from schemas.codec import KeyRing, decode, encode
 
@@ -51,7 +52,7 @@ class ReextractReport:
 
 def _scan(settings: Settings, topic: str, since: datetime | None):
     """Every record of `topic` appended at or after `since` (all of it for None), up to its end now."""
-    c = consumer(settings.kafka_bootstrap, "reextract")
+    c = consumer(kafka_config(settings, ADMIN), "reextract")
     try:
         ends = {tp: end for tp, end in log_ends(c, {topic}).items() if end > 0}
         if not ends:
@@ -104,7 +105,7 @@ def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embe
     report = ReextractReport(dry_run=dry_run)
     present_ids = _fact_ids(settings, since)
     core = RuleExtractor(embedder or make_embedder(settings))
-    producer = None if dry_run else EventProducer(settings)
+    producer = None if dry_run else EventProducer(settings, ADMIN)
     batch: list = []
 
     def flush_batch() -> None:

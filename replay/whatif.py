@@ -40,6 +40,7 @@ from memstream.bus import producer_config
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
 from memstream.errors import ConfigError, InvalidEvent, MemstreamError
+from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from replay import stores
 from replay.audit import _rows, summary
@@ -89,7 +90,7 @@ def whatif_names(settings: Settings, name: str) -> tuple[str, Settings]:
 
 def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
     """Delete and re-create the what-if topic: it is derived, a re-run starts it over."""
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin = AdminClient(kafka_config(settings, ADMIN))
     if topic in admin.list_topics(timeout=10).topics:
         for fut in admin.delete_topics([topic], operation_timeout=30).values():
             fut.result()
@@ -105,7 +106,7 @@ def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
             if time.monotonic() > deadline:
                 raise MemstreamError(f"cannot re-create {topic}: {exc}") from None
             time.sleep(0.5)
-    c = consumer(settings.kafka_bootstrap, "whatif-probe")
+    c = consumer(kafka_config(settings, ADMIN), "whatif-probe")
     try:
         while time.monotonic() < deadline:
             try:
@@ -213,7 +214,7 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
         wi_sig: dict[str, list[str]] = defaultdict(list)
         cause_types: dict[str, str] = {}
         erased_users: set[str] = set()
-        producer = Producer(producer_config(settings, **{"linger.ms": 20}))
+        producer = Producer(producer_config(settings, ADMIN, **{"linger.ms": 20}))
 
         def send(partition: int, key: bytes | None, raw: bytes) -> None:
             while True:   # the partition is the fact's: one user's decisions stay in one partition, in order
@@ -224,7 +225,7 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
                     producer.poll(0.05)
 
         facts_t, memory_t = settings.topic("facts"), settings.topic("memory")
-        c = consumer(settings.kafka_bootstrap, "whatif")
+        c = consumer(kafka_config(settings, ADMIN), "whatif")
         try:
             ends = log_ends(c, {facts_t, memory_t})
             bar = Progress("what-if", sum(ends.values()), enabled=progress)
@@ -260,7 +261,7 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
             try:
                 for pr in projectors:
                     pr.setup()
-                Replayer(settings.kafka_bootstrap, keys, progress=progress, progress_label="what-if projections").run(projectors)
+                Replayer(kafka_config(settings, ADMIN), keys, progress=progress, progress_label="what-if projections").run(projectors)
             finally:
                 for pr in projectors:
                     pr.close()
@@ -358,7 +359,7 @@ def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_typ
                 pass
         elif r["causation_id"] in wanted and rec.get("type") in DECISIONS:
             by_cause[r["causation_id"]]["live"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
-    c = consumer(settings.kafka_bootstrap, "whatif-examples")
+    c = consumer(kafka_config(settings, ADMIN), "whatif-examples")
     try:
         ends = log_ends(c, {topic})
         for tp, end in ends.items():

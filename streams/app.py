@@ -31,6 +31,7 @@ import faust
 
 from memstream import metrics, resilience
 from memstream.crash_ledger import CrashLedger, ledger_path
+from memstream.kafka_auth import WORKER, faust_credentials, kafka_config
 from memstream.bus import check_record_key, dead_letter_key, dead_letter_record
 from memstream.config import Settings
 from memstream.errors import InvalidEvent, UserErased
@@ -47,6 +48,7 @@ def make_app(name: str, settings: Settings) -> faust.App:
     app = faust.App(
         f"{settings.namespace}.{name}",
         broker=f"kafka://{settings.kafka_bootstrap}",
+        broker_credentials=faust_credentials(settings, WORKER),   # SASL/SCRAM, the pipeline's principal
         key_serializer="raw",
         value_serializer="raw",
         web_enabled=False,
@@ -64,7 +66,7 @@ def make_app(name: str, settings: Settings) -> faust.App:
         datadir=str(datadir),
     )
     # faust can skip a record around a rebalance and commit over it: streams/offset_guard.py
-    offset_guard.attach(app, name, settings.kafka_bootstrap, commit_stall_s=settings.commit_stall_s,
+    offset_guard.attach(app, name, kafka_config(settings, WORKER), commit_stall_s=settings.commit_stall_s,
                         on_stall=lambda s: fatal(name, TimeoutError(f"offset commit stalled for {s:.0f} s")))
     return app
 
@@ -98,7 +100,7 @@ def tune_changelogs(app: faust.App, settings: Settings, timeout: float = 30.0) -
     leaves every other config of the topic as it is. Returns the topics altered.
     """
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin = AdminClient(kafka_config(settings, WORKER))
     existing = set(admin.list_topics(timeout=timeout).topics)
     names = [t.changelog_topic.get_topic_name() for t in app.tables.values()]
     resources = [ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[

@@ -129,12 +129,12 @@ class FetchedRecord:
         return len(self.value or b"")
 
 
-def fetch_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
+def fetch_range(kafka: dict, topic: str, partition: int, start: int, end: int,
                 timeout: float = 15.0) -> list[FetchedRecord]:
     """Records [start, end) of one partition, read with a group-less consumer of our own (blocking)."""
     from confluent_kafka import KafkaError, TopicPartition
     from confluent_kafka import Consumer as KafkaConsumer
-    c = KafkaConsumer({"bootstrap.servers": bootstrap, "group.id": "memstream-offset-guard",
+    c = KafkaConsumer({**kafka, "group.id": "memstream-offset-guard",   # kafka: the app's kafka_auth.kafka_config
                        "enable.auto.commit": False, "enable.partition.eof": True})
     out: list[FetchedRecord] = []
     try:
@@ -167,10 +167,10 @@ class OffsetHealer:
     below the read offset it keeps setting from the batch in hand), and only the skipped records
     are processed again, not everything after them."""
 
-    def __init__(self, component: str, bootstrap: str, redeliver_after: float = 30.0,
+    def __init__(self, component: str, kafka: dict, redeliver_after: float = 30.0,
                  commit_stall_s: float = 120.0, on_stall=None):
         self.component = component
-        self.bootstrap = bootstrap
+        self.kafka = kafka
         self.redeliver_after = redeliver_after
         self.commit_stall_s = commit_stall_s
         self.on_stall = on_stall    # called with the seconds stalled (the app exits the process)
@@ -230,7 +230,7 @@ class OffsetHealer:
             log.warning("%s: offsets %d..%d of %s:%d were skipped by the stream and never processed "
                         "(faust#596); reading them again", self.component, hole[0], hole[1] - 1, tp.topic, tp.partition)
             # 3. read the hole ourselves and deliver it as faust's fetcher would
-            records = await asyncio.to_thread(fetch_range, self.bootstrap, tp.topic, tp.partition, *hole)
+            records = await asyncio.to_thread(fetch_range, self.kafka, tp.topic, tp.partition, *hole)
             for record in records:
                 await consumer.callback(consumer._to_message(tp, record))
             self.delivered[tp] = (hole, now)
@@ -267,12 +267,12 @@ def _queued(app) -> int:
     return sum(t._queue.qsize() for t in list(app.topics._topics) if getattr(t, "_queue", None) is not None)
 
 
-def attach(app, component: str, bootstrap: str, every: float = 2.0, commit_stall_s: float = 120.0,
+def attach(app, component: str, kafka: dict, every: float = 2.0, commit_stall_s: float = 120.0,
            on_stall=None) -> OffsetHealer:
     """Guard an app's commits and heal skipped records every `every` seconds; `on_stall` is called
     when a commit has run longer than `commit_stall_s`."""
     install()
-    healer = OffsetHealer(component, bootstrap, commit_stall_s=commit_stall_s, on_stall=on_stall)
+    healer = OffsetHealer(component, kafka, commit_stall_s=commit_stall_s, on_stall=on_stall)
 
     @app.timer(every)
     async def heal_skipped_offsets() -> None:

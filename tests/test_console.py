@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 
 from memstream.app.workers import worker_command
 from memstream.bus import producer_config
+from memstream.kafka_auth import ADMIN
 from memstream.privacy.tenants import SCOPES
 from tests.auth_helpers import bearer, make_key
 from tests.helpers import unique_user, wait_for
@@ -80,7 +81,7 @@ def world(settings, api_url):
              what="the memories in the audit index")
     wait_for(lambda: httpx.get(f"{api_url}/console/users/{w['user']}/graph", headers=h).text.count('class="node"') == 3,
              timeout=60, what="the memories in the graph")
-    raw = Producer(producer_config(settings))   # a record no consumer can decode: dead-lettered with a reason
+    raw = Producer(producer_config(settings, ADMIN))   # a record no consumer can decode: dead-lettered with a reason
     raw.produce(settings.topic("turns"), key=w["user"].encode(), value=b"\xff\xfe not json")
     raw.flush(10)
     from tests.kafka_helpers import dead_letters

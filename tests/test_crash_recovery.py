@@ -13,6 +13,7 @@ import time
 
 from bench.synthetic import decided_events
 from memstream.bus import EventProducer, ensure_topics
+from memstream.kafka_auth import ADMIN
 from memstream.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector
 from memstream.app.workers import worker_command
@@ -52,7 +53,7 @@ def test_sigkill_mid_burst_equals_a_clean_run(settings):
 
     # 1. start the projectors, then publish the burst while they run
     proc = start_projectors(live)
-    producer = EventProducer(live)
+    producer = EventProducer(live, ADMIN)
     topic = live.topic("memory")
 
     def burst():
@@ -85,7 +86,7 @@ def test_sigkill_mid_burst_equals_a_clean_run(settings):
 
     # 4. a clean run of the same projectors over the same log, into separate stores
     for name in PROJECTORS:
-        ProjectorRunner(build_projector(name, clean), clean, keys).run(idle_exit_after=3.0)
+        ProjectorRunner(build_projector(name, clean), clean, keys, principal=ADMIN).run(idle_exit_after=3.0)
 
     assert_same_projections(live, clean, f"differs from a clean run after kill -9 at {killed_at}")
     keys.close()

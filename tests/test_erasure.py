@@ -7,7 +7,9 @@ import orjson
 import pytest
 
 from memstream import neo4j_auth
+from memstream.bus import EventProducer
 from memstream.erasure import erase_user
+from memstream.kafka_auth import ADMIN
 from projections.queries import memories, preferences
 from schemas.codec import decode, open_blob
 from schemas.events import LATEST
@@ -95,8 +97,12 @@ def test_a_forged_user_erased_is_dead_lettered_and_erases_nothing(settings, clie
     del unsigned["auth"]
     made_up = orjson.loads(encode(make_envelope(UserErased(requested_by="mallory"), user=user), keys))
     made_up["auth"]["mac"] = control_mac(b"\x07" * 32, b"guess")
+    # Written with the admin principal: the SDK's publisher may not write the memory topic at all
+    # (tests/test_kafka_acl.py); the MAC is what stops anyone who can.
+    forger = EventProducer(settings, ADMIN)
     for wire in (unsigned, made_up):
-        client._producer.send(settings.topic("memory"), user, orjson.dumps(wire)).result(10)
+        forger.send(settings.topic("memory"), user, orjson.dumps(wire)).result(10)
+    forger.close()
 
     def dead() -> list[dict]:
         return [d for d in dead_letters(settings) if d["key"] == user and d["source"]["topic"] == settings.topic("memory")]
@@ -185,7 +191,7 @@ def test_erasure_reaches_the_namespaces_shadows(settings, client, keys, pipeline
     pg.ensure_schema(shadow)
     try:
         for name in ("pgvector-items", "kv-preferences", "neo4j-graph"):
-            ProjectorRunner(build_projector(name, shadow), shadow, keys).run(idle_exit_after=2.0)
+            ProjectorRunner(build_projector(name, shadow), shadow, keys, principal=ADMIN).run(idle_exit_after=2.0)
         assert len(memories(shadow, victim)) == 2 and preferences(shadow, victim) and graph_nodes(shadow, victim) == 2
 
         erase_user(settings, victim, requested_by="test")

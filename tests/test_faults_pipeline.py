@@ -28,6 +28,7 @@ import pytest
 
 from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import derived_id
+from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from projections import pg
 from projections.registry import PROJECTORS, build_projector
@@ -99,7 +100,7 @@ class Pipeline:
 
 def _committed_lag(settings, group: str, topics: list[str]) -> int:
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": group, "enable.auto.commit": False})
     try:
         parts = [TopicPartition(settings.topic(t), p) for t in topics for p in range(settings.partitions)]
         lag = 0
@@ -171,7 +172,7 @@ def _settled_now(settings, expected: set[str]):
 def _publish(settings, keys, turns, per_s: float) -> threading.Thread:
     """The agents' side: turns sealed up front (the key store is what a test stops; an agent's SDK
     would see that error itself), then sent at `per_s` through any outage of the pipeline."""
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     records = [(t.user, encode(t, keys)) for t in turns]
 
     def run():
@@ -237,7 +238,7 @@ def _run_fault(fault_base, tag: str, inject, env: dict | None = None) -> None:
     clean = s.model_copy(update={"namespace": s.namespace + "_c", "log_namespace_override": s.namespace})
     pg.ensure_schema(clean)
     for name in PROJECTORS:
-        ProjectorRunner(build_projector(name, clean), clean, keys).run(idle_exit_after=2.0)
+        ProjectorRunner(build_projector(name, clean), clean, keys, principal=ADMIN).run(idle_exit_after=2.0)
     assert_same_projections(s, clean, f"{tag}: projections differ from a clean run of the same log")
     print(f"\nFAULT {note}: lost={lost} duplicated=0 recover_s={recover:.1f} fault_s={healed_at - fault_at:.1f} "
           f"turns={N_TURNS} facts={len(facts)} re-sent_fact_records={fact_records - len(facts)} "
@@ -296,7 +297,7 @@ def _members(settings, groups: list[str]) -> list[int]:
     rebalancing or not there yet): a member that has only sent its JoinGroup is not working yet."""
     from confluent_kafka import ConsumerGroupState
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin = AdminClient(kafka_config(settings, ADMIN))
     out = []
     for group, fut in admin.describe_consumer_groups(groups).items():
         try:
@@ -392,7 +393,7 @@ def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_b
         (None, encode(_turns(1, "keyless")[0], keys)),
         (turns[1].user, b"{" + b"x" * (900 * 1024)),
     ]
-    prod = Producer(producer_config(s, **{"message.max.bytes": 2_000_000}))
+    prod = Producer(producer_config(s, ADMIN, **{"message.max.bytes": 2_000_000}))
     for topic in ("turns", "facts"):
         for k, v in poison:
             prod.produce(s.topic(topic), key=None if k is None else k.encode(), value=v)

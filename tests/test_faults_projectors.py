@@ -19,6 +19,7 @@ import pytest
 
 from bench.synthetic import decided_events
 from memstream.bus import DEAD_LETTER_RAW_LIMIT, EventProducer, ensure_topics
+from memstream.kafka_auth import ADMIN
 from memstream.privacy.keystore import KeyStore
 from memstream.resilience import StalePosition, read_health
 from projections import pg
@@ -53,13 +54,13 @@ def _clean_run(live, keys):
     clean = live.model_copy(update={"namespace": live.namespace + "_c", "log_namespace_override": live.namespace})
     pg.ensure_schema(clean)
     for name in PROJECTORS:
-        ProjectorRunner(build_projector(name, clean), clean, keys).run(idle_exit_after=2.0)
+        ProjectorRunner(build_projector(name, clean), clean, keys, principal=ADMIN).run(idle_exit_after=2.0)
     return clean
 
 
 def _publish(settings, keys, events, pace_every: int = 500, pause: float = 0.05) -> threading.Thread:
     records = [(e.user, encode(e, keys)) for e in events]
-    producer = EventProducer(settings)
+    producer = EventProducer(settings, ADMIN)
     topic = settings.topic("memory")
 
     def burst():
@@ -120,7 +121,7 @@ def test_poison_records_go_to_dead_letters_and_the_rest_is_applied(fault_base):
     from confluent_kafka import Producer
 
     from memstream.bus import producer_config
-    prod = Producer(producer_config(live, **{"message.max.bytes": 2_000_000}))
+    prod = Producer(producer_config(live, ADMIN, **{"message.max.bytes": 2_000_000}))
     step = len(events) // (len(poison) + 1)
     for i, e in enumerate(events):
         prod.produce(live.topic("memory"), key=e.user.encode(), value=encode(e, keys_live))
@@ -130,7 +131,7 @@ def test_poison_records_go_to_dead_letters_and_the_rest_is_applied(fault_base):
     assert prod.flush(30) == 0
     n_poison = 6
     total = len(events) + n_poison
-    ref = EventProducer(clean_log)
+    ref = EventProducer(clean_log, ADMIN)
     for e in events:
         ref.send(clean_log.topic("memory"), e.user, encode(e, keys_clean))
     ref.close()
@@ -407,7 +408,7 @@ def test_a_record_that_kills_the_projector_every_time_is_dead_lettered_after_the
     _publish(ref, keys_ref, [e for e in events if e.id != bad_id]).join()
     clean = ref.model_copy(update={"namespace": ref.namespace + "_c", "log_namespace_override": ref.namespace})
     pg.ensure_schema(clean)
-    ProjectorRunner(build_projector("task-buffers", clean), clean, keys_ref).run(idle_exit_after=2.0)
+    ProjectorRunner(build_projector("task-buffers", clean), clean, keys_ref, principal=ADMIN).run(idle_exit_after=2.0)
     a, b = build_projector("task-buffers", s), build_projector("task-buffers", clean)
     a.setup()
     b.setup()

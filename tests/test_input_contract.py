@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from memstream.errors import InvalidInput, MemstreamError
 from memstream.http_client import MemoryApi
+from memstream.kafka_auth import ADMIN
 from tests.auth_helpers import bearer
 from tests.helpers import unique_user
 
@@ -281,7 +282,7 @@ def test_an_over_long_session_id_from_kafka_is_dead_lettered_by_the_projector(se
     # model_construct skips validation: what an old or foreign producer might have written
     bad = TurnRecorded.model_construct(session="s" * 5000, task=None, role="user", content="too long a session")
     good = TurnRecorded(session="ok", role="user", content="fine")
-    producer = EventProducer(s)
+    producer = EventProducer(s, ADMIN)
     for data in (bad, good):
         producer.send(s.topic("turns"), user, encode(make_envelope(data, user=user), keys)).result(30)
     producer.close()

@@ -6,6 +6,7 @@ from confluent_kafka import Producer
 
 from memstream import neo4j_auth
 from memstream.bus import producer_config
+from memstream.kafka_auth import ADMIN
 from projections.queries import memories, preferences
 from schemas.codec import encode, make_envelope
 from schemas.events import TurnRecorded
@@ -64,7 +65,7 @@ def test_memories_reach_neo4j_with_positions_stored(settings, client, pipeline):
 
 def test_malformed_turn_goes_to_dead_letters_and_the_next_one_is_processed(settings, client, keys, pipeline):
     user = unique_user("bad")
-    raw = Producer(producer_config(settings))
+    raw = Producer(producer_config(settings, ADMIN))
     topic = settings.topic("turns")
     delivered = []
     raw.produce(topic, key=user.encode(), value=b'{"id": "nope", "type": "turn.recorded"}',

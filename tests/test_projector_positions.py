@@ -8,10 +8,11 @@ from projections.postgres_projectors import PreferencesProjector
 from projections.queries import preferences
 from projections.runner import ProjectorRunner
 from tests.helpers import unique_user, wait_for
+from memstream.kafka_auth import ADMIN, kafka_config
 
 
 def end_offsets(settings, topic):
-    c = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "probe"})
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "probe"})
     try:
         parts = c.list_topics(topic, timeout=5).topics[topic].partitions
         return {(topic, p): c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in parts}

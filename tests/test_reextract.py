@@ -13,6 +13,7 @@ import pytest
 from memstream.bus import EventProducer, ensure_topics
 from memstream.config import get_settings
 from memstream.ids import derived_id
+from memstream.kafka_auth import ADMIN
 from memstream.privacy.keystore import KeyStore
 from replay.reextract import reextract
 from schemas.codec import encode, make_envelope
@@ -44,7 +45,7 @@ def _fact_ids(settings) -> list[str]:
 
 
 def _publish(settings, keys, turns, poison: bool = False) -> None:
-    p = EventProducer(settings)
+    p = EventProducer(settings, ADMIN)
     for t in turns:
         p.send(settings.topic("turns"), t.user, encode(t, keys))
     if poison:

@@ -18,6 +18,7 @@ from psycopg import sql
 from bench.synthetic import decided_events
 from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import uuid7
+from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector
 from memstream.app.workers import worker_command
@@ -48,7 +49,7 @@ def namespace(settings, suffix: str, **update):
 
 
 def publish_all(ns, keys, envelopes: list[tuple[str, Envelope]]) -> None:
-    producer = EventProducer(ns)
+    producer = EventProducer(ns, ADMIN)
     try:
         for topic, env in envelopes:
             producer.send(ns.topic(topic), env.user, encode(env, keys))
@@ -97,7 +98,7 @@ def checksums(ns, names=PROJECTORS) -> dict[str, str]:
 
 def log_total(ns, topics=("turns", "tasks", "facts", "memory")) -> int:
     from replay.engine import consumer, log_ends
-    c = consumer(ns.kafka_bootstrap)
+    c = consumer(kafka_config(ns, ADMIN))
     try:
         return sum(log_ends(c, {ns.topic(t) for t in topics}).values())
     finally:

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from confluent_kafka import Producer
 
 from memstream.bus import ensure_topics, producer_config
+from memstream.kafka_auth import WORKER
 from memstream.config import Settings
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode, make_envelope
@@ -35,7 +36,7 @@ def publish_ticks(settings: Settings, at: datetime | None = None) -> list[str]:
     """One decay.ticked per memory-topic partition at event time `at` (default now); returns their ids."""
     ensure_topics(settings)
     at = at or datetime.now(timezone.utc)
-    producer = Producer(producer_config(settings))
+    producer = Producer(producer_config(settings, WORKER))
     topic = settings.topic("memory")
     ids, errors = [], []
     # decay.ticked seals nothing, but it is a control event: its MAC needs the key store's control key.

@@ -59,6 +59,11 @@ class Service:
     def after_healthy(self) -> None:
         """Idempotent provisioning once it answers (roles, databases, extensions)."""
 
+    def outdated(self) -> bool:
+        """Running, but set up by an older version (its config or credentials changed): `up`
+        stops it, then prepare() and start() bring it to the current set-up."""
+        return False
+
     # -- shared behaviour ------------------------------------------------------------------
     def discover_pid(self) -> int | None:
         """A pid for a running instance when our pid file is missing (override if the service

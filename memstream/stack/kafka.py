@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import base64
+import os
+import socket
+import time
 import uuid
 from pathlib import Path
 
+from memstream import kafka_auth
+from memstream.errors import StackError
 from memstream.stack import prereqs, process
 from memstream.stack.base import Service
 
@@ -54,19 +59,65 @@ class Kafka(Service):
     def markers(self) -> list[str]:
         return ["kafka.Kafka", str(self.config_file)]
 
-    def server_properties(self) -> str:
+    @property
+    def scram_marker(self) -> Path:
+        """The fingerprint of the SCRAM users the broker's metadata holds, written once they were
+        created (format or migration). In the log dir, so it travels (or goes) with the data a
+        copy or a wipe takes; Kafka reads only the directories and its own files there."""
+        return self.data_dir / ".memstream-scram"
+
+    def server_properties(self, migrate_port: int | None = None) -> str:
+        """The broker's config. Security (memstream/kafka_auth.py):
+        - clients: listener CLIENT, SASL_PLAINTEXT with SCRAM-SHA-512. No TLS: it listens on the
+          loopback interface only (kafka_host, 127.0.0.1 by default), where nothing can sniff it;
+          a broker reachable over a network would need SASL_SSL instead.
+        - controller: listener CONTROLLER, internal (the broker talks to its own controller), SASL
+          PLAIN with a static JAAS user (SCRAM users live in the metadata log, which a controller
+          must read before it could check them), so no anonymous connection reaches controller APIs.
+        - every request is authorized by KRaft's StandardAuthorizer; nothing is allowed without an
+          ACL; memstream-admin is the super user (also the inter-broker and controller principal).
+        migrate_port: one start with an extra PLAINTEXT listener on the loopback interface whose
+        anonymous user is a super user, used only to create the SCRAM users of a log dir formatted
+        before SASL (see _migrate); never in a normal start."""
         s = self.settings
         ctl = f"{s.kafka_host}:{s.kafka_controller_port}"
+        admin, pw = kafka_auth.username(kafka_auth.ADMIN), kafka_auth.password(s, kafka_auth.ADMIN)
+        listeners = f"CLIENT://{s.kafka_host}:{s.kafka_port},CONTROLLER://{ctl}"
+        advertised = f"CLIENT://{s.kafka_host}:{s.kafka_port}"
+        protocols = "CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+        super_users = f"User:{admin}"
+        inter_broker = "CLIENT"
+        if migrate_port is not None:
+            listeners += f",MIGRATE://127.0.0.1:{migrate_port}"
+            advertised += f",MIGRATE://127.0.0.1:{migrate_port}"
+            protocols += ",MIGRATE:PLAINTEXT"
+            super_users += ";User:ANONYMOUS"
+            inter_broker = "MIGRATE"        # the SCRAM user it would log in as does not exist yet
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
-            "listeners": f"PLAINTEXT://{s.kafka_host}:{s.kafka_port},CONTROLLER://{ctl}",
-            "advertised.listeners": f"PLAINTEXT://{s.kafka_host}:{s.kafka_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
+            "listener.security.protocol.map": protocols,
+            "inter.broker.listener.name": inter_broker,
             "controller.listener.names": "CONTROLLER",
             # Dynamic quorum (KIP-853): needs `format --standalone`; static controller.quorum.voters would refuse it.
             "controller.quorum.bootstrap.servers": ctl,
+            # -- authentication --
+            "sasl.enabled.mechanisms": kafka_auth.MECHANISM,
+            "listener.name.client.sasl.enabled.mechanisms": kafka_auth.MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": kafka_auth.MECHANISM,
+            "listener.name.client.scram-sha-512.sasl.jaas.config":
+                f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{admin}" password="{pw}";',
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config":
+                f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{admin}" password="{pw}" '
+                f'user_{admin}="{pw}";',
+            # -- authorization --
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": super_users,
             "log.dirs": str(self.data_dir),
             # One node: every internal topic has exactly one replica.
             "offsets.topic.replication.factor": "1",
@@ -81,20 +132,101 @@ class Kafka(Service):
             # The log is the source of truth (event sourcing): never expire it.
             "log.retention.ms": "-1",
         }
-        head = "# Written by `memstream stack up` on every start; edit memstream/stack/kafka.py instead.\n"
+        head = ("# Written by `memstream stack up` on every start; edit memstream/stack/kafka.py instead.\n"
+                "# Holds the admin password (JAAS): mode 0600.\n")
         return head + "".join(f"{k}={v}\n" for k, v in props.items())
 
+    def _write_config(self, path: Path, text: str) -> None:
+        """0600 from the start: the file carries the admin password."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        path.chmod(0o600)                   # a file left by an older version was 0644
+
+    def _storage_tool(self, *args: str, what: str) -> None:
+        process.run_logged([str(prereqs.java()), "-cp", f"{self.lib}/*", *LOG_FLAGS, "kafka.tools.StorageTool", *args],
+                           self.log_file, what)
+
     def prepare(self) -> None:
+        s = self.settings
+        kafka_auth.ensure_passwords(s)
         # 1. Config first: `format` reads log.dirs and the controller listener from it.
-        self.config_file.parent.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(self.server_properties())
+        self._write_config(self.config_file, self.server_properties())
         # 2. Format the storage once; meta.properties marks a formatted log dir (re-formatting
-        #    an existing one would be refused anyway, and would mean a new cluster id).
+        #    an existing one would be refused anyway, and would mean a new cluster id). The SCRAM
+        #    users go into the new cluster's bootstrap metadata (the passwords appear in the
+        #    formatter's argv for the second it runs: same user only on /proc of a hardened host).
         if not (self.data_dir / "meta.properties").exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            process.run_logged([str(prereqs.java()), "-cp", f"{self.lib}/*", *LOG_FLAGS, "kafka.tools.StorageTool",
-                                "format", "--standalone", "-g", "-t", _cluster_id(), "-c", str(self.config_file)],
-                               self.log_file, "kafka storage format")
+            scram = []
+            for p in kafka_auth.PRINCIPALS:
+                scram += ["--add-scram", f"{kafka_auth.MECHANISM}=[name={kafka_auth.username(p)},"
+                                         f"password={kafka_auth.password(s, p)},iterations={kafka_auth.SCRAM_ITERATIONS}]"]
+            self._storage_tool("format", "--standalone", "-g", "-t", _cluster_id(), "-c", str(self.config_file), *scram,
+                               what="kafka storage format")
+            self.scram_marker.write_text(kafka_auth.fingerprint(s) + "\n")
+        # 3. A log dir formatted before SASL (or whose passwords changed since): create or update
+        #    the SCRAM users in place, then start normally. Idempotent; the data stays.
+        elif not self.scram_current():
+            self._migrate()
+
+    def scram_current(self) -> bool:
+        try:
+            return self.scram_marker.read_text().strip() == kafka_auth.fingerprint(self.settings)
+        except FileNotFoundError:
+            return False
+
+    def outdated(self) -> bool:
+        """A running broker started by an older version (PLAINTEXT, no authorizer) or before its
+        SCRAM users were created: `up` restarts it (prepare() then migrates the log dir)."""
+        try:
+            running = self.config_file.read_text()
+        except FileNotFoundError:
+            return True
+        return "authorizer.class.name" not in running or not self.scram_current()
+
+    def _migrate(self, timeout: float = 90.0) -> None:
+        """One start with a temporary anonymous super-user listener on a free loopback port; over
+        it the SCRAM users are upserted (AlterUserScramCredentials), then the broker is stopped.
+        Nothing else changes in the log dir. The next normal start is the secured one."""
+        from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        cfg = self.config_file.with_name("server-migrate.properties")
+        self._write_config(cfg, self.server_properties(migrate_port=port))
+        heap = self.settings.kafka_heap
+        argv = [str(prereqs.java()), f"-Xmx{heap}", f"-Xms{heap}", *JVM_FLAGS, *LOG_FLAGS,
+                "-cp", f"{self.lib}/*", "kafka.Kafka", str(cfg)]
+        proc = process.spawn("kafka (SCRAM migration)", argv, self.log_file)
+        markers = ["kafka.Kafka", str(cfg)]
+        try:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0,
+                                 "socket.connection.setup.timeout.ms": 2000})
+            deadline = time.monotonic() + timeout
+            info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, kafka_auth.SCRAM_ITERATIONS)
+            upserts = [UserScramCredentialUpsertion(kafka_auth.username(p), info, kafka_auth.password(self.settings, p).encode())
+                       for p in kafka_auth.PRINCIPALS]
+            while True:
+                if proc.poll() is not None:
+                    raise StackError(f"kafka exited during the SCRAM migration (code {proc.returncode}); see {self.log_file}")
+                try:
+                    if process.port_open("127.0.0.1", port) and admin.list_topics(timeout=2).brokers:
+                        for fut in admin.alter_user_scram_credentials(upserts, request_timeout=10).values():
+                            fut.result()
+                        break
+                except Exception as exc:   # KafkaException while it is still coming up
+                    if time.monotonic() > deadline:
+                        raise StackError(f"kafka SCRAM migration failed: {exc}; see {self.log_file}") from None
+                if time.monotonic() > deadline:
+                    raise StackError(f"kafka not ready for the SCRAM migration after {timeout:.0f} s; see {self.log_file}")
+                time.sleep(0.5)
+            self.scram_marker.write_text(kafka_auth.fingerprint(self.settings) + "\n")
+        finally:
+            process.terminate(proc.pid, markers, self.stop_signal, self.stop_timeout)
+            proc.wait()
+            cfg.unlink(missing_ok=True)
 
     def argv(self) -> list[str]:
         heap = self.settings.kafka_heap
@@ -106,7 +238,7 @@ class Kafka(Service):
         if not process.port_open(self.settings.kafka_host, self.settings.kafka_port):
             return False
         from confluent_kafka.admin import AdminClient   # lazy: `import memstream.stack` stays light
-        admin = AdminClient({"bootstrap.servers": self.address, "log_level": 0,   # 0: no connect noise
+        admin = AdminClient({**kafka_auth.kafka_config(self.settings, kafka_auth.ADMIN), "log_level": 0,   # 0: no connect noise
                              "socket.connection.setup.timeout.ms": 2000})
         try:
             return bool(admin.list_topics(timeout=2).brokers)

@@ -107,6 +107,8 @@ def up() -> dict[str, dict[str, Any]]:
 def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
     print(f"neo4j password: {ensure_neo4j_password(s)}")     # before Neo4j starts: its launcher sets it
     print(f"master keys: {ensure_master_keys(s)}")
+    from memstream.kafka_auth import ensure_passwords as ensure_kafka_passwords
+    print(f"kafka passwords: {ensure_kafka_passwords(s)}")
     services = _services(s)
     procs: dict[str, Any] = {}
     started_at: dict[str, float] = {}
@@ -117,8 +119,11 @@ def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
     for svc in services:
         try:
             if svc.pid() is not None:
-                notes[svc.name] = "already running"
-                continue
+                if not svc.outdated():
+                    notes[svc.name] = "already running"
+                    continue
+                print(f"{svc.name:<9}restarting: started by an older version (its set-up changed)")
+                svc.stop()
             busy = [p for h, p in svc.ports() if process.port_open(h, p)]
             if busy:
                 raise StackError(f"{svc.name}: port {busy[0]} is taken by another process "
@@ -136,7 +141,8 @@ def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
 
     def settle(svc: Service) -> None:
         try:
-            _wait_healthy(svc, procs.get(svc.name), deadline)
+            # Counted from its own start: a slow prepare() (a data migration) does not eat into it.
+            _wait_healthy(svc, procs.get(svc.name), max(deadline, started_at.get(svc.name, 0.0) + START_TIMEOUT))
             svc.after_healthy()
             if svc.name in started_at:
                 notes[svc.name] = f"started, healthy in {time.monotonic() - started_at[svc.name]:.1f} s"

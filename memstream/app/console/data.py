@@ -99,7 +99,8 @@ def graph(models, user: str, limit: int = 300) -> tuple[list[dict], list[dict]]:
 
 def _consumer(settings):
     from confluent_kafka import Consumer
-    return Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "console-" + uuid.uuid4().hex,
+    from memstream.kafka_auth import PUBLISHER, kafka_config   # the API's principal: reads, no writes here
+    return Consumer({**kafka_config(settings, PUBLISHER), "group.id": "console-" + uuid.uuid4().hex,
                      "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 0})
 
 
