@@ -311,9 +311,11 @@ def _members(settings, groups: list[str]) -> list[int]:
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "known defect, issue 13: in 1 of 4 fresh-clone CI runs (2026-12-01) 3 of 240 facts stayed undecided "
-    "after the memory stage's copies joined and left (the other stages' copies were fine as far as seen); "
-    "not diagnosed yet: the fault stack was gone before its log could be read"))
+    "issue 13: in 1 of 4 fresh-clone CI runs (2026-12-01) 3 of 240 facts stayed undecided after the memory "
+    "stage's copies joined and left. The likely cause, a record skipped at the start of a partition's life "
+    "being committed past, is fixed (streams/offset_guard.py, committed_or_log_start; the skip test's "
+    "partition-start case reproduces it) and 8 of 8 runs with a real split passed since; non-strict until "
+    "a series of CI runs agrees"))
 def test_a_second_worker_of_each_stage_joins_then_the_first_leaves_mid_burst(fault_base):
     """Scale out and in under load (issue 13): a copy of every stage (`memory.2`, what
     `memstream worker memory --instances 2` starts) joins its consumer groups mid-burst, then the
