@@ -111,7 +111,8 @@ def test_master_key_rotation_rewraps_without_touching_events(settings):
     before = KeyStore(own, master=parse_master_keys(old_line))
     raw = encode(make_envelope(TurnRecorded(session="s", role="user", content="before rotation"), user=user), before)
 
-    rotating = KeyStore(own, master=parse_master_keys(new_line + "," + old_line))
+    # re-wrapping updates keys in place: the owner role's right, as `memstream keys rotate` uses it
+    rotating = KeyStore(own, master=parse_master_keys(new_line + "," + old_line), role="owner")
     assert rotating.rotate_master() == 1
     assert rotating.rotate_master() == 0  # idempotent
 

@@ -186,7 +186,7 @@ class Kafka(Service):
             return True
         return "authorizer.class.name" not in running or not self.scram_current()
 
-    def _migrate(self, timeout: float = 90.0) -> None:
+    def _migrate(self, timeout: float = 300.0) -> None:   # a broker loading thousands of partitions: minutes
         """One start with a temporary anonymous super-user listener on a free loopback port; over
         it the SCRAM users are upserted (AlterUserScramCredentials), then the broker is stopped.
         Nothing else changes in the log dir. The next normal start is the secured one."""

@@ -26,7 +26,8 @@ from memstream.stack.neo4j import Neo4j
 from memstream.stack.postgres import Postgres
 from memstream.stack.process import Layout
 
-START_TIMEOUT = 120.0     # whole stack; a warm start takes ~10 s, a first one (initdb, format) ~20 s
+START_TIMEOUT = 240.0     # per service; a warm start takes ~10 s, a first one (initdb, format) ~20 s, a Kafka
+                          # holding thousands of partitions 30-90 s on the loaded 2-core machine
 
 
 def _services(settings: Settings) -> list[Service]:
