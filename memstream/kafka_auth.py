@@ -1,7 +1,7 @@
 """Who talks to Kafka, and with which rights: SASL/SCRAM principals and their ACLs.
 
 The local broker (memstream/stack/kafka.py) accepts clients only over SASL/SCRAM-SHA-512 and
-authorizes every request (StandardAuthorizer, nothing allowed without an ACL). Three principals:
+authorizes every request (StandardAuthorizer, nothing allowed without an ACL). Four principals:
 
 - admin     (User:memstream-admin, a super user): the stack itself, topic and ACL creation
             (ensure_topics), erasure and forgetting (they write the memory topic), the replay,
@@ -13,6 +13,10 @@ authorizes every request (StandardAuthorizer, nothing allowed without an ACL). T
             topics (`<ns>.turns`, `<ns>.tasks`); reads the namespace's topics (log ends for `after`
             tokens, audit and time-travel reads, the console's dead letters) and describes its
             groups (lag); cannot write facts or memory (TopicAuthorizationFailed).
+- control   (User:memstream-control): the memory-topic writes of the API, MCP and CLI processes
+            (memory.recalled on every recall, forget, erase; the control events among them carry
+            the key store's HMAC too): writes `<ns>.memory` only, reads nothing, creates nothing.
+            Before it existed these went as the admin, so a leaked API credential was a super user.
 
 Every Kafka client is configured by kafka_config(settings, principal): the one place that
 knows the protocol, mechanism and where the password comes from. Authentication costs one SCRAM
@@ -32,11 +36,12 @@ from typing import Literal
 from memstream.config import Settings
 from memstream.errors import ConfigError
 
-Principal = Literal["admin", "worker", "publisher"]
+Principal = Literal["admin", "worker", "publisher", "control"]
 ADMIN: Principal = "admin"
 WORKER: Principal = "worker"
 PUBLISHER: Principal = "publisher"
-PRINCIPALS: tuple[Principal, ...] = (ADMIN, WORKER, PUBLISHER)
+CONTROL: Principal = "control"
+PRINCIPALS: tuple[Principal, ...] = (ADMIN, WORKER, PUBLISHER, CONTROL)
 
 SECURITY_PROTOCOL = "SASL_PLAINTEXT"   # loopback only: no TLS (see memstream/stack/kafka.py)
 MECHANISM = "SCRAM-SHA-512"
@@ -130,7 +135,7 @@ def faust_credentials(settings: Settings, principal: Principal):
 # -- ACLs ------------------------------------------------------------------------------------------
 
 def namespace_acls(namespaces: list[str] | tuple[str, ...]) -> list:
-    """The ACL bindings that let the worker and publisher principals use these namespaces (topics
+    """The ACL bindings that let the worker, publisher and control principals use these namespaces (topics
     and groups named `<ns>.…`). Literal and prefixed bindings only: no wildcard, no cluster rights."""
     from confluent_kafka.admin import AclBinding, AclOperation as Op, AclPermissionType, ResourcePatternType as Pat
     from confluent_kafka.admin import ResourceType as Res
@@ -152,6 +157,7 @@ def namespace_acls(namespaces: list[str] | tuple[str, ...]) -> list:
             out += allow(PUBLISHER, Res.TOPIC, prefix + name, Pat.LITERAL, Op.WRITE)
         out += allow(PUBLISHER, Res.GROUP, prefix, Pat.PREFIXED, Op.DESCRIBE)        # lag (/metrics, status)
         out += allow(PUBLISHER, Res.GROUP, f"{ns}.log-ends", Pat.LITERAL, Op.READ)   # bus.LogEnds
+        out += allow(CONTROL, Res.TOPIC, prefix + "memory", Pat.LITERAL, Op.WRITE, Op.DESCRIBE)
     for name in WORKER_GROUPS:
         out += allow(WORKER, Res.GROUP, name, Pat.LITERAL, Op.READ, Op.DESCRIBE)
     for prefix in PUBLISHER_GROUP_PREFIXES:

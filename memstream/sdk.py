@@ -18,7 +18,7 @@ from datetime import datetime
 from memstream import metrics
 from memstream.bus import EventProducer, Position, ensure_topics
 from memstream.config import Settings, get_settings
-from memstream.kafka_auth import ADMIN, PUBLISHER, PUBLISHER_WRITES
+from memstream.kafka_auth import CONTROL, PUBLISHER, PUBLISHER_WRITES
 from pydantic import ValidationError
 
 from memstream.errors import InvalidInput
@@ -54,14 +54,15 @@ class MemoryClient:
 
     def _producer_for(self, topic: str) -> EventProducer:
         """The input topics (turns, tasks) go out as the publisher principal, which may write
-        nothing else; the control events a CLI/API/MCP process writes to the memory topic
-        (memory.recalled) as the admin principal, like forgetting and erasure (memstream/kafka_auth.py).
-        Made on first use: a client that only publishes turns never needs the admin password."""
+        nothing else; what a CLI/API/MCP process writes to the memory topic (memory.recalled) as
+        the control principal, which may write only that topic, like forgetting and erasure
+        (memstream/kafka_auth.py). Made on first use: a client that only publishes turns never
+        needs the control password."""
         if topic in PUBLISHER_WRITES:
             return self._producer
         with self._control_lock:
             if self._control is None:
-                self._control = EventProducer(self.settings, ADMIN)
+                self._control = EventProducer(self.settings, CONTROL)
             return self._control
 
     # -- generic ------------------------------------------------------------------------------

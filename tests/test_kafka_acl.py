@@ -1,8 +1,9 @@
 """Kafka least privilege on the real broker of the test stack: SASL/SCRAM and ACLs.
 
 memstream/kafka_auth.py: clients authenticate over SASL/SCRAM-SHA-512; the publisher principal
-(SDK/API) writes only the input topics, the worker principal (pipeline) cannot administer the
-cluster, and nobody gets in without a password.
+(SDK/API) writes only the input topics, the control principal (the API's memory-topic writes) only
+the memory topic, the worker principal (pipeline) cannot administer the cluster, and nobody gets in
+without a password.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 from memstream.bus import producer_config
 from memstream.config import Settings
-from memstream.kafka_auth import ADMIN, PRINCIPALS, PUBLISHER, WORKER, kafka_config, password_file
+from memstream.kafka_auth import ADMIN, CONTROL, PRINCIPALS, PUBLISHER, WORKER, kafka_config, password_file
 
 
 def _deliver(config: dict, topic: str, timeout: float = 15.0) -> tuple[KafkaError | None, list[KafkaError]]:
@@ -90,6 +91,22 @@ def test_the_worker_cannot_create_acls_or_alter_scram_users(settings):
                                           ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"hijacked")
     with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED|not authorized|Authorization"):
         next(iter(admin.alter_user_scram_credentials([upsert], request_timeout=15).values())).result(timeout=20)
+
+
+def test_the_control_principal_writes_the_memory_topic_and_nothing_else(settings):
+    """memory.recalled, forget and erase from the API/MCP/CLI: a leaked API credential writes the
+    memory topic (whose control events also need the key store's HMAC), not facts or turns, and
+    administers nothing."""
+    ctl = producer_config(settings, CONTROL)
+    err, _ = _deliver(ctl, settings.topic("memory"))
+    assert err is None
+    for name in ("facts", "turns", "deadletter"):
+        err, _ = _deliver(ctl, settings.topic(name))
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (name, err)
+    admin = AdminClient(kafka_config(settings, CONTROL))
+    fut = admin.create_topics([NewTopic(settings.topic(f"x{uuid.uuid4().hex[:6]}"), 1, 1)])
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|not authorized|Authorization"):
+        next(iter(fut.values())).result(timeout=15)
 
 
 def test_the_worker_writes_the_memory_topic(settings):

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from memstream.bus import EventProducer, Position, ensure_topics
 from memstream.config import Settings
-from memstream.kafka_auth import ADMIN
+from memstream.kafka_auth import CONTROL
 from memstream.errors import MemstreamError
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode, make_envelope
@@ -30,7 +30,7 @@ PRODUCER = "operator/1"
 def _publish(settings: Settings, user: str, data: EventData, at: datetime | None) -> Position:
     ensure_topics(settings)
     keys = KeyStore(settings)
-    producer = EventProducer(settings, ADMIN)   # the memory topic: an operator's write (the API checks the caller's scope)
+    producer = EventProducer(settings, CONTROL)   # the memory topic: an operator's write, as the control principal (it may write only that topic) (the API checks the caller's scope)
     try:
         env = make_envelope(data, user=user, time=at, producer=PRODUCER)
         return producer.send(settings.topic("memory"), user, encode(env, keys)).result(timeout=30)
