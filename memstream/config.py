@@ -165,11 +165,10 @@ class Settings(BaseSettings):
     def pg_dsn(self, database: str | None = None, role: str = "owner") -> str:
         """libpq DSN of one component's role (memstream/privacy/pgroles.py): owner (the default:
         DDL, replay, erasure, scrub, tools), projector, api or keystore."""
-        from memstream.privacy import pgroles
         def q(v: str) -> str:
             return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        return (f"host={q(self.pg_host)} port={self.pg_port} user={q(pgroles.role_name(self, role))} "
-                f"password={q(pgroles.password(self, role))} dbname={q(database or self.pg_database)}")
+        return (f"host={q(self.pg_host)} port={self.pg_port} user={q(pg_role_name(self, role))} "
+                f"password={q(pg_password(self, role))} dbname={q(database or self.pg_database)}")
 
     @property
     def log_namespace(self) -> str:
@@ -200,6 +199,37 @@ class Settings(BaseSettings):
             value = getattr(self, name)
             out[name] = "********" if isinstance(value, SecretStr) else (str(value) if isinstance(value, Path) else value)
         return out
+
+
+# -- Postgres roles' names and passwords (the roles themselves: memstream/privacy/pgroles.py) ------
+# Here, in the kernel, because every DSN is built from them (Settings.pg_dsn).
+PG_ROLES = ("owner", "projector", "api", "keystore")
+
+
+def pg_role_name(settings: Settings, role: str) -> str:
+    """The Postgres role a component logs in as."""
+    if role not in PG_ROLES:
+        raise ValueError(f"unknown Postgres role {role!r}; one of {', '.join(PG_ROLES)}")
+    return settings.pg_user if role == "owner" else f"{settings.pg_user}_{role}"
+
+
+def pg_password_file(settings: Settings, role: str) -> Path:
+    return settings.stack_dir / "secrets" / f"pg-{role}.password"
+
+
+def pg_password(settings: Settings, role: str) -> str:
+    """The role's password: its setting, else the file `stack up` wrote. Never logged."""
+    from memstream.errors import ConfigError
+    value = settings.pg_password if role == "owner" else getattr(settings, f"pg_{role}_password")
+    if value is not None:
+        return value.get_secret_value()
+    path = pg_password_file(settings, role)
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        var = "MEMSTREAM_PG_PASSWORD" if role == "owner" else f"MEMSTREAM_PG_{role.upper()}_PASSWORD"
+        raise ConfigError(f"no password for the Postgres role {pg_role_name(settings, role)!r}: set {var}, "
+                          f"or run `memstream stack up` to create {path}") from None
 
 
 @lru_cache(maxsize=1)

@@ -33,40 +33,14 @@ from __future__ import annotations
 
 import os
 import secrets
-from pathlib import Path
-
-from memstream.errors import ConfigError
-
-ROLES = ("owner", "projector", "api", "keystore")
 
 
-def role_name(settings, role: str) -> str:
-    """The Postgres role a component logs in as."""
-    if role not in ROLES:
-        raise ValueError(f"unknown Postgres role {role!r}; one of {', '.join(ROLES)}")
-    return settings.pg_user if role == "owner" else f"{settings.pg_user}_{role}"
+from memstream.config import PG_ROLES as ROLES
+from memstream.config import pg_password as password
+from memstream.config import pg_password_file as password_file
+from memstream.config import pg_role_name as role_name
 
-
-def password_file(settings, role: str) -> Path:
-    return settings.stack_dir / "secrets" / f"pg-{role}.password"
-
-
-def _setting(settings, role: str):
-    return settings.pg_password if role == "owner" else getattr(settings, f"pg_{role}_password")
-
-
-def password(settings, role: str) -> str:
-    """The role's password: its setting, else the file `stack up` wrote. Never logged."""
-    value = _setting(settings, role)
-    if value is not None:
-        return value.get_secret_value()
-    path = password_file(settings, role)
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        var = "MEMSTREAM_PG_PASSWORD" if role == "owner" else f"MEMSTREAM_PG_{role.upper()}_PASSWORD"
-        raise ConfigError(f"no password for the Postgres role {role_name(settings, role)!r}: set {var}, "
-                          f"or run `memstream stack up` to create {path}") from None
+__all__ = ["ROLES", "role_name", "password_file", "password", "ensure_passwords", "psql_variables", "run_ddl"]
 
 
 def ensure_passwords(settings) -> str:
@@ -76,7 +50,7 @@ def ensure_passwords(settings) -> str:
     concurrent `up`s. Returns a status line, never a password."""
     made = []
     for role in ROLES:
-        if _setting(settings, role) is not None:
+        if (settings.pg_password if role == "owner" else getattr(settings, f"pg_{role}_password")) is not None:
             continue
         path = password_file(settings, role)
         if path.exists():
