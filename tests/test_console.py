@@ -178,7 +178,14 @@ def test_a_revoked_key_ends_the_console_session(browser, api_url, world, setting
         store.close()
     time.sleep(1.0)                  # past the API's key cache (MEMSTREAM_API_KEY_CACHE_S=0.5 above)
     browser.get(f"{api_url}/console/users/{world['user']}/memories")
-    assert "unknown or revoked API key" in browser.find_element("id", "login-error").text
+    # Waited for, not read at once: on a loaded machine the page can still be replacing its nodes,
+    # and chromium then answers "Node with given id does not belong to the document" (a CI run).
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, 30, ignored_exceptions=(WebDriverException,)).until(
+        ec.text_to_be_present_in_element((By.ID, "login-error"), "unknown or revoked API key"))
     assert "Lisbon" not in browser.page_source
     assert browser.get_cookie("memstream_console") is None, "the revoked key stays in the cookie"
     assert all(" 401 " in e["message"] for e in console_errors(browser))
