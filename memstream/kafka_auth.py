@@ -28,13 +28,13 @@ Passwords: MEMSTREAM_KAFKA_<PRINCIPAL>_PASSWORD, else <stack_dir>/secrets/kafka-
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 from pathlib import Path
 from typing import Literal
 
 from memstream.config import Settings
 from memstream.errors import ConfigError
+from memstream.secret_files import read_secret, write_new_secret
 
 Principal = Literal["admin", "worker", "publisher", "control"]
 ADMIN: Principal = "admin"
@@ -75,16 +75,8 @@ def password(settings: Settings, principal: Principal) -> str:
     if given is not None:
         return given.get_secret_value()
     path = password_file(settings, principal)
-    try:
-        value = path.read_text().strip()
-    except FileNotFoundError:
-        raise ConfigError(f"no Kafka password for {username(principal)}: set MEMSTREAM_KAFKA_{principal.upper()}_PASSWORD "
-                          f"or run `memstream stack up` to create {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the Kafka password file {path}: {exc.strerror}") from None
-    if not value:
-        raise ConfigError(f"the Kafka password file {path} is empty")
-    return value
+    return read_secret(path, f"no Kafka password for {username(principal)}: set MEMSTREAM_KAFKA_{principal.upper()}_PASSWORD "
+                             f"or run `memstream stack up` to create {path}", "Kafka password")
 
 
 def ensure_passwords(settings: Settings) -> str:
@@ -94,18 +86,9 @@ def ensure_passwords(settings: Settings) -> str:
     for p in PRINCIPALS:
         if _override(settings, p) is not None:
             continue
-        path = password_file(settings, p)
-        if path.exists():
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.parent.chmod(0o700)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")   # [A-Za-z0-9_-]: safe inside JAAS quotes and --add-scram
-        made.append(p)
+        # [A-Za-z0-9_-]: safe inside JAAS quotes and --add-scram
+        if write_new_secret(password_file(settings, p), secrets.token_urlsafe(32) + "\n"):
+            made.append(p)
     return f"created ({', '.join(made)})" if made else "present"
 
 

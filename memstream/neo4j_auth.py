@@ -13,13 +13,12 @@ Every driver is made by driver(settings, ...): the one place that knows the cred
 """
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
 from memstream.config import Settings
-from memstream.errors import ConfigError
+from memstream.secret_files import read_secret, write_new_secret
 
 
 def password_file(settings: Settings) -> Path:
@@ -31,16 +30,8 @@ def password(settings: Settings) -> str:
     if settings.neo4j_password is not None:
         return settings.neo4j_password.get_secret_value()
     path = password_file(settings)
-    try:
-        value = path.read_text().strip()
-    except FileNotFoundError:
-        raise ConfigError(f"no Neo4j password: set MEMSTREAM_NEO4J_PASSWORD "
-                          f"or run `memstream stack up` to create {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the Neo4j password file {path}: {exc.strerror}") from None
-    if not value:
-        raise ConfigError(f"the Neo4j password file {path} is empty")
-    return value
+    return read_secret(path, f"no Neo4j password: set MEMSTREAM_NEO4J_PASSWORD "
+                             f"or run `memstream stack up` to create {path}", "Neo4j password")
 
 
 def auth(settings: Settings) -> tuple[str, str]:
@@ -60,15 +51,5 @@ def ensure_password(settings: Settings) -> str:
     Returns a status line, never the password."""
     if settings.neo4j_password is not None:
         return "from MEMSTREAM_NEO4J_PASSWORD"
-    path = password_file(settings)
-    if path.exists():
-        return "present"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return "present"
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(32) + "\n")      # 43 characters, well over Neo4j's minimum of 8
-    return "created"
+    # 43 characters, well over Neo4j's minimum of 8
+    return "created" if write_new_secret(password_file(settings), secrets.token_urlsafe(32) + "\n") else "present"

@@ -32,6 +32,12 @@ def _deliver(config: dict, topic: str, timeout: float = 15.0) -> tuple[KafkaErro
     return results[0], errors
 
 
+def _assert_refused(settings, config: dict, topics) -> None:
+    for name in topics:
+        err, _ = _deliver(config, settings.topic(name))
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (name, err)
+
+
 def test_a_client_without_credentials_is_refused(settings):
     err, _ = _deliver({"bootstrap.servers": settings.kafka_bootstrap}, settings.topic("turns"), timeout=6)
     assert err is not None                       # the broker speaks SASL only: no record gets in
@@ -48,9 +54,7 @@ def test_the_publisher_publishes_a_turn_but_cannot_write_facts_or_memory(setting
     pub = producer_config(settings, PUBLISHER)
     err, _ = _deliver(pub, settings.topic("turns"))
     assert err is None
-    for name in ("facts", "memory", "deadletter"):
-        err, _ = _deliver(pub, settings.topic(name))
-        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (name, err)
+    _assert_refused(settings, pub, ("facts", "memory", "deadletter"))
 
 
 def test_the_sdk_publishes_turns_as_the_publisher(settings, client):
@@ -100,9 +104,7 @@ def test_the_control_principal_writes_the_memory_topic_and_nothing_else(settings
     ctl = producer_config(settings, CONTROL)
     err, _ = _deliver(ctl, settings.topic("memory"))
     assert err is None
-    for name in ("facts", "turns", "deadletter"):
-        err, _ = _deliver(ctl, settings.topic(name))
-        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (name, err)
+    _assert_refused(settings, ctl, ("facts", "turns", "deadletter"))
     admin = AdminClient(kafka_config(settings, CONTROL))
     fut = admin.create_topics([NewTopic(settings.topic(f"x{uuid.uuid4().hex[:6]}"), 1, 1)])
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|not authorized|Authorization"):

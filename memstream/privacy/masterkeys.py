@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
 from memstream.errors import ConfigError
+from memstream.secret_files import write_new_secret
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,4 @@ def ensure_master_keys(settings: Settings) -> str:
     if settings.master_keys is not None:
         return "from MEMSTREAM_MASTER_KEYS"
     path = master_keys_file(settings)
-    if path.exists():
-        return f"present ({path})"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return f"present ({path})"
-    with os.fdopen(fd, "w") as f:
-        f.write(new_master_key_line("k1") + "\n")
-    return f"created ({path})"
+    return f"created ({path})" if write_new_secret(path, new_master_key_line("k1") + "\n") else f"present ({path})"

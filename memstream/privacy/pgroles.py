@@ -31,11 +31,11 @@ by `stack up` (0600, random, never logged).
 """
 from __future__ import annotations
 
-import os
 import secrets
 
 
 from memstream.config import PG_ROLES as ROLES
+from memstream.secret_files import write_new_secret
 from memstream.config import pg_password as password
 from memstream.config import pg_password_file as password_file
 from memstream.config import pg_role_name as role_name
@@ -52,18 +52,8 @@ def ensure_passwords(settings) -> str:
     for role in ROLES:
         if (settings.pg_password if role == "owner" else getattr(settings, f"pg_{role}_password")) is not None:
             continue
-        path = password_file(settings, role)
-        if path.exists():
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.parent.chmod(0o700)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-        made.append(role)
+        if write_new_secret(password_file(settings, role), secrets.token_urlsafe(32) + "\n"):
+            made.append(role)
     return f"created ({', '.join(made)})" if made else "present"
 
 
