@@ -101,8 +101,12 @@ def graph_nodes(live, user: str) -> dict[str, dict]:
     rows = graph(live, "MATCH (m:Memory {ns: gen, user: $u}) "
                        "RETURN m.id AS id, m.status AS status, m.importance AS importance, m.content AS content, "
                        "COUNT { (m)<-[:FOLLOWS|SIMILAR_TO]-() } AS in_degree", u=user)
-    return {r["id"]: {"status": r["status"], "importance": round(float(r["importance"]), 4), "content": r["content"],
-                      "in_degree": r["in_degree"]} for r in rows}
+    # Neo4j reads are read-committed: a node that a concurrent transaction deletes (a forget) can be
+    # matched and then read with its properties gone. Such a row reads as importance None, which
+    # disagrees with Postgres, so wait_agree polls again instead of failing on it.
+    return {r["id"]: {"status": r["status"], "content": r["content"], "in_degree": r["in_degree"],
+                      "importance": None if r["importance"] is None else round(float(r["importance"]), 4)}
+            for r in rows}
 
 
 def disagreements(live, user: str) -> list[str]:

@@ -20,8 +20,8 @@ if _marker and sys.orig_argv[-2:] == ["worker", "extractor"]:
 
     _core.RuleExtractor.facts_for = _facts_for
 
-# With MEMSTREAM_TEST_SKIP_ONCE=<topic suffix>:<partition>:<first offset>, the memory worker's stream
-# skips the first fact record at or after that position once, the way faust skips a record fetched
+# With MEMSTREAM_TEST_SKIP_ONCE=<topic suffix>:<partition or *>:<first offset>, the memory worker's
+# stream skips the first fact record at or after that position once (`*`: on any partition), the way faust skips a record fetched
 # across a rebalance (faust#596: a stale generation id; the record is neither processed nor acked,
 # its partition reads on). streams/offset_guard.py must commit nothing over it and read it again.
 _skip = os.environ.get("MEMSTREAM_TEST_SKIP_ONCE")
@@ -34,7 +34,7 @@ if _skip and sys.orig_argv[-2:] == ["worker", "memory"]:
 
     def _to_message(self, tp, record):
         message = _original_to_message(self, tp, record)
-        if (not _done and tp.topic.endswith("." + _suffix) and tp.partition == int(_part)
+        if (not _done and tp.topic.endswith("." + _suffix) and (_part == "*" or tp.partition == int(_part))
                 and record.offset >= int(_from) and b'"fact.extracted"' in (record.value or b"")):
             _done.append(record.offset)
             sys.stderr.write(f"test injection: the stream skips {tp.topic}:{tp.partition}:{record.offset}\n")

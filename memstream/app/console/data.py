@@ -92,6 +92,9 @@ def graph(models, user: str, limit: int = 300) -> tuple[list[dict], list[dict]]:
                                                      "WHERE user_id = %s AND memory_id = ANY(%s)"), (user, ids)).fetchall())
             except psycopg.errors.UndefinedTable:
                 pass
+    # Neo4j reads are read-committed: a node deleted while this query ran (a forget) comes back with
+    # no properties; it is gone, so it is not drawn.
+    nodes = [n for n in nodes if n["status"] is not None]
     for n in nodes:
         n["content"] = content.get(n["id"], "")
     return list(reversed(nodes)), edges
