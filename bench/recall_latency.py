@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
 import os
+import pstats
 import random
 import statistics
 import time
@@ -98,7 +101,8 @@ def main() -> None:
         print(f"published {n:,} events in {time.perf_counter() - t0:.1f}s")
         for name in ("pgvector-items", "kv-preferences", "neo4j-graph"):
             projector = build_projector(name, settings)
-            if name == "pgvector-items" and args.defer_index:   # as replay/rebuild.py does
+            defer = name == "pgvector-items" and args.defer_index
+            if defer:   # as replay/rebuild.py does
                 projector.setup()
                 stores.defer_indexes(settings, ("memory_items",))
             t0 = time.perf_counter()
@@ -106,8 +110,8 @@ def main() -> None:
             runner.run(idle_exit_after=10.0)
             took = time.perf_counter() - t0 - 10.0
             print(f"projected {runner.applied:,} events into {name} in {took:.1f}s ({runner.applied / took:,.0f} events/s)"
-                  + (" without the HNSW index" if name == "pgvector-items" and args.defer_index else ""))
-            if name == "pgvector-items" and args.defer_index:
+                  + (" without the HNSW index" if defer else ""))
+            if defer:
                 t0 = time.perf_counter()
                 built = stores.build_deferred_indexes(settings, ("memory_items",))
                 print(f"built {', '.join(built)} in {time.perf_counter() - t0:.1f}s")
@@ -125,19 +129,13 @@ def main() -> None:
     for _ in range(20):  # warm connections and caches
         recall(models, RecallRequest(random.choice(users), "warm", k=10, query_embedding=qvecs[0]))
     without, with_embed, context = [], [], []
-    profiler = None
-    if args.profile:
-        import cProfile
-        profiler = cProfile.Profile()
+    profiler = cProfile.Profile() if args.profile else None
     for i, q in enumerate(queries):
         user = random.Random(i).choice(users)
         vec = vector().tolist()
         t = time.perf_counter()
-        if profiler:
-            profiler.enable()
-        hits = recall(models, RecallRequest(user, q, k=10, query_embedding=vec))
-        if profiler:
-            profiler.disable()
+        with profiler or contextlib.nullcontext():
+            hits = recall(models, RecallRequest(user, q, k=10, query_embedding=vec))
         without.append((time.perf_counter() - t) * 1000)
         assert hits, "every user has memories: recall must return some"
         t = time.perf_counter()
@@ -151,7 +149,6 @@ def main() -> None:
         print(f"{name}: p50 {statistics.median(xs):.1f} ms, p95 {pct(xs, 0.95):.1f} ms "
               f"({len(xs)} queries, {args.memories:,} memories over {args.users:,} users, namespace {ns})")
     if profiler:
-        import pstats
         print("where recall's time goes (precomputed query vector; cumulative seconds over all calls):")
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     if args.one_user:
@@ -166,18 +163,17 @@ def one_user(models, args, vector, queries) -> None:
     """Recall for the one user with --one-user memories, and the vector stage's recall@10 against
     an exact scan: the same statement as recall's step 1, once as recall runs it (HNSW, iterative
     scan) and once with index scans off (the planner then reads every row of the user and sorts)."""
-    from query.recall import COLUMNS, RecallRequest, recall
+    from query.recall import BOTH_TIERS, RecallRequest, recall
     lat, overlap = [], []
     stage = models.q("SELECT memory_id FROM {s}.memory_items WHERE user_id = %(u)s AND status = ANY(%(st)s) "
                      "ORDER BY embedding <=> %(q)s LIMIT 10")
-    assert COLUMNS  # the stage compared is recall's step 1 (query/recall.py), minus the columns it reads
-    for i, q in enumerate(queries[: min(len(queries), 200)]):
+    for q in queries[:200]:
         vec = vector()
         t = time.perf_counter()
         hits = recall(models, RecallRequest(BIG_USER, q, k=10, query_embedding=vec.tolist()))
         lat.append((time.perf_counter() - t) * 1000)
         assert len(hits) == 10
-        params = {"u": BIG_USER, "st": ["active", "archived", "expired"], "q": vec}
+        params = {"u": BIG_USER, "st": list(BOTH_TIERS), "q": vec}
         with models.pool.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute("SET LOCAL hnsw.ef_search = 100")
