@@ -89,8 +89,10 @@ def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [settings.topic(name) for name in TOPICS]
     # Infinite retention: the log is the truth (law 1) and is never trimmed by time or size.
-    config = {"retention.ms": "-1", "retention.bytes": "-1", "min.insync.replicas": "1"}
-    new = [NewTopic(t, num_partitions=settings.partitions, replication_factor=1, config=config)
+    # On a cluster: 3 replicas, and an acks=all write needs 2 of them (Settings.kafka_min_insync).
+    config = {"retention.ms": "-1", "retention.bytes": "-1", "min.insync.replicas": str(settings.kafka_min_insync)}
+    new = [NewTopic(t, num_partitions=settings.partitions, replication_factor=settings.kafka_replication_factor,
+                    config=config)
            for t in wanted if t not in existing]
     if new:
         for topic, fut in admin.create_topics(new, operation_timeout=timeout).items():

@@ -34,8 +34,9 @@ class Settings(BaseSettings):
     # -- local stack ---------------------------------------------------------------------
     stack_dir: Path = Field(default_factory=default_stack_dir, description="Where the local stack keeps jars, data, logs and pid files. Default: `.stack` in a checkout; `~/.local/share/memstream` for an installed wheel.")
     kafka_host: str = Field("127.0.0.1", description="Kafka listener host.")
-    kafka_port: int = Field(29092, description="Kafka broker port.")
-    kafka_controller_port: int = Field(29093, description="Kafka KRaft controller port.")
+    kafka_port: int = Field(29092, description="Kafka broker port (of broker 1; broker k listens 100·(k-1) above it).")
+    kafka_controller_port: int = Field(29093, description="Kafka KRaft controller port (of node 1; node k listens 100·(k-1) above it).")
+    kafka_brokers: int | None = Field(None, ge=1, le=9, description="Nodes of the local stack's Kafka cluster (KRaft, each node a broker and a controller voter). Unset: the number the stack was created with (`memstream stack up --brokers N` records it in <stack_dir>/kafka/brokers), else 1. A stack's count is fixed once its log is formatted. With 3 or more, every topic has 3 replicas and min.insync.replicas 2: an acks=all write survives the loss of one broker.")
     kafka_heap: str = Field("512m", description="Kafka JVM heap (-Xmx); sized to keep the stack under 4 GiB.")
     pg_host: str = Field("127.0.0.1", description="Postgres host.")
     pg_port: int = Field(55432, description="Postgres port.")
@@ -151,8 +152,35 @@ class Settings(BaseSettings):
     changelog_segment_ms: int = Field(600_000, ge=60_000, description="segment.ms of the faust state changelogs: Kafka compacts only closed segments, so a short segment lets compaction keep a changelog near the size of the live state.")
 
     @property
+    def kafka_cluster_size(self) -> int:
+        """Brokers of the Kafka cluster: the setting, else what `stack up --brokers N` recorded, else 1."""
+        if self.kafka_brokers is not None:
+            return self.kafka_brokers
+        try:
+            return int((self.stack_dir / "kafka" / "brokers").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return 1
+
+    def kafka_node_ports(self, node: int) -> tuple[int, int]:
+        """(client port, controller port) of Kafka node `node` (1-based)."""
+        return self.kafka_port + 100 * (node - 1), self.kafka_controller_port + 100 * (node - 1)
+
+    @property
     def kafka_bootstrap(self) -> str:
-        return f"{self.kafka_host}:{self.kafka_port}"
+        """Every broker, so a client starting while one is down still finds the cluster."""
+        return ",".join(f"{self.kafka_host}:{self.kafka_node_ports(k)[0]}" for k in range(1, self.kafka_cluster_size + 1))
+
+    @property
+    def kafka_replication_factor(self) -> int:
+        """Replicas of every topic (memstream's, faust's changelogs, Kafka's internal ones): 3 on a
+        cluster of 3 or more, else one per broker."""
+        return min(3, self.kafka_cluster_size)
+
+    @property
+    def kafka_min_insync(self) -> int:
+        """min.insync.replicas: with 3 replicas an acks=all write needs 2, so an acknowledged record
+        is on two brokers and one broker's loss neither loses it nor stops writes."""
+        return 2 if self.kafka_replication_factor >= 3 else 1
 
     @property
     def neo4j_uri(self) -> str:

@@ -98,8 +98,9 @@ def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
     config = {"retention.ms": "-1", "retention.bytes": "-1"}
     while True:
         try:
-            for fut in admin.create_topics([NewTopic(topic, num_partitions=settings.partitions, replication_factor=1,
-                                                     config=config)], operation_timeout=30).values():
+            new = NewTopic(topic, num_partitions=settings.partitions,
+                           replication_factor=settings.kafka_replication_factor, config=config)
+            for fut in admin.create_topics([new], operation_timeout=30).values():
                 fut.result()
             break
         except Exception as exc:   # marked for deletion a moment longer

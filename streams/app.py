@@ -47,13 +47,13 @@ def make_app(name: str, settings: Settings) -> faust.App:
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         f"{settings.namespace}.{name}",
-        broker=f"kafka://{settings.kafka_bootstrap}",
+        broker=[f"kafka://{addr}" for addr in settings.kafka_bootstrap.split(",")],
         broker_credentials=faust_credentials(settings, WORKER),   # SASL/SCRAM, the pipeline's principal
         key_serializer="raw",
         value_serializer="raw",
         web_enabled=False,
         topic_partitions=settings.partitions,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.kafka_replication_factor,   # changelogs: as durable as the log
         store="memory://",                 # state is small and bounded; rebuilt from its changelog
         producer_acks=-1,
         producer_linger=0.002,

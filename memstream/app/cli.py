@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime
 
@@ -35,6 +36,11 @@ def _time(text: str | None) -> datetime | None:
 
 def cmd_stack(args) -> None:
     from memstream import stack
+    if args.brokers is not None:
+        if args.action != "up":
+            raise MemstreamError("--brokers goes with `stack up` (the stack records it; other commands read it)")
+        os.environ["MEMSTREAM_KAFKA_BROKERS"] = str(args.brokers)
+        get_settings.cache_clear()
     if args.action == "status":
         result = stack.status(quiet=args.json)
         if args.json:
@@ -370,6 +376,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stack", help="the local Kafka / Postgres / Neo4j stack")
     s.add_argument("action", choices=["install", "up", "down", "status"])
     s.add_argument("--json", action="store_true")
+    s.add_argument("--brokers", type=int, choices=range(1, 10), metavar="N",
+                   help="up: a Kafka cluster of N nodes (3: every topic with 3 replicas, min.insync.replicas 2); "
+                        "fixed when the stack is first created")
     s.set_defaults(fn=cmd_stack)
 
     s = sub.add_parser("publish", help="publish a turn, a task step, or a task's start / finish")

@@ -1,4 +1,9 @@
-"""Kafka 4.x, KRaft single node (broker + controller in one JVM), run from Maven Central jars."""
+"""Kafka 4.x in KRaft mode, run from Maven Central jars: one node (broker + controller in one
+JVM) by default, or a cluster of N such nodes (`memstream stack up --brokers 3`).
+
+A cluster's nodes are all controller voters (a static quorum: 3 nodes keep a majority with one
+down) and brokers; node k listens 100·(k-1) ports above node 1 (Settings.kafka_node_ports).
+Topics get 3 replicas and min.insync.replicas 2 there (Settings.kafka_replication_factor)."""
 from __future__ import annotations
 
 import base64
@@ -34,7 +39,15 @@ def _cluster_id() -> str:
 
 
 class Kafka(Service):
-    name = "kafka"
+    """Node `node` (1-based) of the stack's Kafka. Node 1 keeps the single-node stack's names
+    (service `kafka`, kafka/server.properties, data/kafka), so a stack made before clusters is node 1."""
+
+    def __init__(self, settings, node: int = 1):
+        super().__init__(settings)
+        self.node = node
+        self.size = settings.kafka_cluster_size
+        self.name = "kafka" if node == 1 else f"kafka-{node}"
+        self.port, self.controller_port = settings.kafka_node_ports(node)
 
     @property
     def lib(self) -> Path:
@@ -42,19 +55,24 @@ class Kafka(Service):
 
     @property
     def config_file(self) -> Path:
-        return self.layout.root / "kafka" / "server.properties"
+        return self.layout.root / "kafka" / ("server.properties" if self.node == 1 else f"server-{self.node}.properties")
 
     @property
     def data_dir(self) -> Path:
-        return self.layout.data / "kafka"
+        return self.layout.data / self.name
+
+    @property
+    def size_file(self) -> Path:
+        """How many nodes this stack's Kafka was formatted with (Settings.kafka_cluster_size reads it)."""
+        return self.layout.root / "kafka" / "brokers"
 
     @property
     def address(self) -> str:
-        return self.settings.kafka_bootstrap
+        return f"{self.settings.kafka_host}:{self.port}"
 
     def ports(self) -> list[tuple[str, int]]:
         s = self.settings
-        return [(s.kafka_host, s.kafka_port), (s.kafka_host, s.kafka_controller_port)]
+        return [(s.kafka_host, self.port), (s.kafka_host, self.controller_port)]
 
     def markers(self) -> list[str]:
         return ["kafka.Kafka", str(self.config_file)]
@@ -80,10 +98,10 @@ class Kafka(Service):
         anonymous user is a super user, used only to create the SCRAM users of a log dir formatted
         before SASL (see _migrate); never in a normal start."""
         s = self.settings
-        ctl = f"{s.kafka_host}:{s.kafka_controller_port}"
+        ctl = f"{s.kafka_host}:{self.controller_port}"
         admin, pw = kafka_auth.username(kafka_auth.ADMIN), kafka_auth.password(s, kafka_auth.ADMIN)
-        listeners = f"CLIENT://{s.kafka_host}:{s.kafka_port},CONTROLLER://{ctl}"
-        advertised = f"CLIENT://{s.kafka_host}:{s.kafka_port}"
+        listeners = f"CLIENT://{s.kafka_host}:{self.port},CONTROLLER://{ctl}"
+        advertised = f"CLIENT://{s.kafka_host}:{self.port}"
         protocols = "CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
         super_users = f"User:{admin}"
         inter_broker = "CLIENT"
@@ -93,16 +111,23 @@ class Kafka(Service):
             protocols += ",MIGRATE:PLAINTEXT"
             super_users += ";User:ANONYMOUS"
             inter_broker = "MIGRATE"        # the SCRAM user it would log in as does not exist yet
+        if self.size == 1:
+            # Dynamic quorum (KIP-853): needs `format --standalone`; static controller.quorum.voters would refuse it.
+            quorum = {"controller.quorum.bootstrap.servers": ctl}
+        else:
+            # A static quorum of every node: formatted alike, no node has to add the others first.
+            quorum = {"controller.quorum.voters": ",".join(
+                f"{k}@{s.kafka_host}:{s.kafka_node_ports(k)[1]}" for k in range(1, self.size + 1))}
+        rf, min_isr = str(s.kafka_replication_factor), str(s.kafka_min_insync)
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
+            "node.id": str(self.node),
             "listeners": listeners,
             "advertised.listeners": advertised,
             "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": inter_broker,
             "controller.listener.names": "CONTROLLER",
-            # Dynamic quorum (KIP-853): needs `format --standalone`; static controller.quorum.voters would refuse it.
-            "controller.quorum.bootstrap.servers": ctl,
+            **quorum,
             # -- authentication --
             "sasl.enabled.mechanisms": kafka_auth.MECHANISM,
             "listener.name.client.sasl.enabled.mechanisms": kafka_auth.MECHANISM,
@@ -119,12 +144,15 @@ class Kafka(Service):
             "allow.everyone.if.no.acl.found": "false",
             "super.users": super_users,
             "log.dirs": str(self.data_dir),
-            # One node: every internal topic has exactly one replica.
-            "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            # Internal topics (committed offsets above all) as durable as memstream's own: one
+            # replica on a single node; on a cluster 3, of which an acks=all write needs 2.
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "default.replication.factor": rf,
+            "min.insync.replicas": min_isr,
             "group.initial.rebalance.delay.ms": "0",
             # memstream creates its topics explicitly (partitions = key space, see config.partitions).
             "auto.create.topics.enable": "false",
@@ -148,9 +176,25 @@ class Kafka(Service):
         process.run_logged([str(prereqs.java()), "-cp", f"{self.lib}/*", *LOG_FLAGS, "kafka.tools.StorageTool", *args],
                            self.log_file, what)
 
+    def _check_size(self) -> None:
+        """A stack's node count is fixed by its format: its topics' replicas were placed for it,
+        and a static quorum cannot grow by a changed setting."""
+        try:
+            recorded = int(self.size_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            # None recorded: a stack made before clusters has one node (if it has a log at all)
+            recorded = 1 if (self.layout.data / "kafka" / "meta.properties").exists() else None
+        if recorded is not None and recorded != self.size:
+            raise StackError(f"this stack's Kafka was created with {recorded} broker(s), not {self.size}: "
+                             f"use another stack dir (MEMSTREAM_STACK_DIR) for a cluster of another size")
+        if recorded is None:
+            self.size_file.parent.mkdir(parents=True, exist_ok=True)
+            self.size_file.write_text(f"{self.size}\n")
+
     def prepare(self) -> None:
         s = self.settings
         kafka_auth.ensure_passwords(s)
+        self._check_size()
         # 1. Config first: `format` reads log.dirs and the controller listener from it.
         self._write_config(self.config_file, self.server_properties())
         # 2. Format the storage once; meta.properties marks a formatted log dir (re-formatting
@@ -163,13 +207,28 @@ class Kafka(Service):
             for p in kafka_auth.PRINCIPALS:
                 scram += ["--add-scram", f"{kafka_auth.MECHANISM}=[name={kafka_auth.username(p)},"
                                          f"password={kafka_auth.password(s, p)},iterations={kafka_auth.SCRAM_ITERATIONS}]"]
-            self._storage_tool("format", "--standalone", "-g", "-t", _cluster_id(), "-c", str(self.config_file), *scram,
-                               what="kafka storage format")
+            # One cluster id for every node of the stack (a node formatted with another is refused
+            # by the others); a static quorum needs no --standalone.
+            quorum = ["--standalone"] if self.size == 1 else []
+            self._storage_tool("format", *quorum, "-g", "-t", self._cluster_id(), "-c", str(self.config_file), *scram,
+                               what=f"{self.name} storage format")
             self.scram_marker.write_text(kafka_auth.fingerprint(s) + "\n")
         # 3. A log dir formatted before SASL (or whose passwords changed since): create or update
         #    the SCRAM users in place, then start normally. Idempotent; the data stays.
         elif not self.scram_current():
+            if self.size > 1:   # one node alone has no quorum to start with
+                raise StackError(f"{self.name}: the Kafka passwords changed since this cluster was formatted; "
+                                 f"a cluster's SCRAM users cannot be migrated in place: use a new stack dir")
             self._migrate()
+
+    def _cluster_id(self) -> str:
+        """The stack's cluster id: new for a single node; for a cluster, made once and shared."""
+        if self.size == 1:
+            return _cluster_id()
+        path = self.layout.root / "kafka" / "cluster.id"
+        if not path.exists():
+            path.write_text(_cluster_id() + "\n")
+        return path.read_text().strip()
 
     def scram_current(self) -> bool:
         try:
@@ -235,12 +294,13 @@ class Kafka(Service):
 
     def probe(self) -> bool:
         # A TCP check first: cheap, and keeps librdkafka from spinning on a closed port.
-        if not process.port_open(self.settings.kafka_host, self.settings.kafka_port):
+        if not process.port_open(self.settings.kafka_host, self.port):
             return False
         from confluent_kafka.admin import AdminClient   # lazy: `import memstream.stack` stays light
         admin = AdminClient({**kafka_auth.kafka_config(self.settings, kafka_auth.ADMIN), "log_level": 0,   # 0: no connect noise
-                             "socket.connection.setup.timeout.ms": 2000})
+                             "bootstrap.servers": self.address, "socket.connection.setup.timeout.ms": 2000})
         try:
-            return bool(admin.list_topics(timeout=2).brokers)
+            # This node answers and the controller quorum has registered it as a broker.
+            return self.node in admin.list_topics(timeout=2).brokers
         except Exception:       # KafkaException while the broker is still coming up
             return False

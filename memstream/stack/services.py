@@ -31,7 +31,8 @@ START_TIMEOUT = 240.0     # per service; a warm start takes ~10 s, a first one (
 
 
 def _services(settings: Settings) -> list[Service]:
-    return [Kafka(settings), Postgres(settings), Neo4j(settings)]
+    kafka = [Kafka(settings, node) for node in range(1, settings.kafka_cluster_size + 1)]
+    return [*kafka, Postgres(settings), Neo4j(settings)]
 
 
 def _line(name: str, state: str, pid: int | None, address: str, log: Any, note: str = "") -> str:
