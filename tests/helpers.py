@@ -114,9 +114,74 @@ def restart_service(settings, name: str, timeout: float = 120.0) -> None:
 
 
 def fault_env(settings) -> dict:
-    """Environment for worker processes on the private stack."""
-    return {**_os.environ, **FAULT_STACK_ENV, "MEMSTREAM_NAMESPACE": settings.namespace,
-            "MEMSTREAM_PARTITIONS": str(settings.partitions)}
+    """Environment for worker processes on the private stack `settings` names (the fault stack, or
+    the broker cluster beside it)."""
+    s = settings
+    return {**_os.environ, "MEMSTREAM_STACK_DIR": str(s.stack_dir), "MEMSTREAM_KAFKA_PORT": str(s.kafka_port),
+            "MEMSTREAM_KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
+            "MEMSTREAM_KAFKA_BROKERS": str(s.kafka_cluster_size), "MEMSTREAM_PG_PORT": str(s.pg_port),
+            "MEMSTREAM_NEO4J_BOLT_PORT": str(s.neo4j_bolt_port), "MEMSTREAM_API_PORT": str(s.api_port),
+            "MEMSTREAM_NAMESPACE": s.namespace, "MEMSTREAM_PARTITIONS": str(s.partitions)}
+
+
+# -- a 3-broker Kafka cluster beside the fault stack (the broker-kill test) ----------------------
+# Only its Kafka is its own: it shares the fault stack's Postgres and Neo4j (and so its secrets),
+# which saves a second Postgres and Neo4j start in every CI run.
+CLUSTER_STACK_ENV = {
+    "MEMSTREAM_STACK_DIR": _os.environ.get("MEMSTREAM_CLUSTER_STACK_DIR",
+                                           str(_Path(_tempfile.gettempdir()) / "memstream-clusterstack")),
+    "MEMSTREAM_KAFKA_PORT": _os.environ.get("MEMSTREAM_CLUSTER_KAFKA_PORT", "32092"),
+    "MEMSTREAM_KAFKA_CONTROLLER_PORT": _os.environ.get("MEMSTREAM_CLUSTER_KAFKA_CONTROLLER_PORT", "32093"),
+}
+_CLUSTER_STARTED: list = []
+
+
+def cluster_stack_settings(fault_settings, brokers: int = 3):
+    """The fault stack's settings with the cluster's Kafka instead of its single broker."""
+    return fault_settings.model_copy(update={
+        "stack_dir": _Path(CLUSTER_STACK_ENV["MEMSTREAM_STACK_DIR"]), "kafka_brokers": brokers,
+        "kafka_port": int(CLUSTER_STACK_ENV["MEMSTREAM_KAFKA_PORT"]),
+        "kafka_controller_port": int(CLUSTER_STACK_ENV["MEMSTREAM_KAFKA_CONTROLLER_PORT"])})
+
+
+def cluster_nodes(settings) -> list:
+    from memstream.stack import services
+    from memstream.stack.kafka import Kafka
+    return [svc for svc in services._services(settings) if isinstance(svc, Kafka)]
+
+
+def cluster_stack_up(settings, fault_settings, request=None) -> None:
+    """Start the cluster's Kafka nodes (idempotent); stop them when the pytest session ends.
+    1. jars and secrets are the fault stack's (symlinks): the same SCRAM users, key store and roles;
+    2. a cluster none of whose nodes runs starts from an empty log (as the fault stack does), so
+       leftover partitions of earlier sessions never slow its start;
+    3. every node is launched before any is waited for: a node is healthy only once the quorum
+       (2 of 3 controllers) has registered it."""
+    from memstream.stack import services
+    from memstream.stack.process import Layout
+    layout, fault_layout = Layout.of(settings), Layout.of(fault_settings)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    for name, target in (("lib", fault_layout.lib.resolve()), ("secrets", fault_layout.root / "secrets")):
+        link = layout.root / name
+        if not link.is_symlink():
+            link.symlink_to(target, target_is_directory=True)
+    nodes = cluster_nodes(settings)
+    with services._exclusive(layout):
+        if all(n.pid() is None for n in nodes):
+            for n in nodes:
+                _shutil.rmtree(n.data_dir, ignore_errors=True)
+            (layout.root / "kafka" / "cluster.id").unlink(missing_ok=True)
+        procs = {}
+        for n in nodes:
+            if n.pid() is None:
+                n.prepare()
+                procs[n.name] = n.start()
+        deadline = time.monotonic() + services.START_TIMEOUT
+        for n in nodes:
+            services._wait_healthy(n, procs.get(n.name), deadline)
+    if request is not None and not _CLUSTER_STARTED and _os.environ.get("MEMSTREAM_FAULT_KEEP_STACK") != "1":
+        _CLUSTER_STARTED.append(1)
+        request.config.add_cleanup(lambda: [n.stop() for n in cluster_nodes(settings)])
 
 
 def stored_total(settings, projector_name: str) -> int:
