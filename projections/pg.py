@@ -69,7 +69,7 @@ ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS source_fact_ids text[] NOT
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS summarized_at timestamptz;
 ALTER TABLE {s}.preference_history ADD COLUMN IF NOT EXISTS memory_id text;
 -- `ann`: the row is in the HNSW index (a partial index, made by ensure_vector_index): the rows of
--- users holding at least vector_index_min_rows memories. Smaller users are served by the btree on
+-- users who hold at least vector_index_min_rows rows. Smaller users are served by the btree on
 -- (user_id, created_at) and an exact sort, so their memories never pay an HNSW insert.
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS ann boolean NOT NULL DEFAULT false;
 """
@@ -140,8 +140,9 @@ def ensure_vector_index(settings: Settings, maintenance_work_mem: str = "1GB") -
             if index_method(conn, ns, FULL_INDEX) == ("hnsw", False):
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(s=s, i=sql.Identifier(FULL_INDEX)))
             # 2. No partial index yet (an old namespace, a fresh one, or a conversion cut short):
-            #    flag the rows of users at or above the threshold, as the projector would have. A
-            #    namespace that has the index (or a replay's placeholder of it) is left as it is.
+            #    flag the rows of users holding at least the threshold, the rule the projector keeps
+            #    (MemoryItemsProjector._create). A namespace that has the index (or a replay's
+            #    placeholder of it) is left as it is.
             if index_method(conn, ns, ANN_INDEX) is not None:
                 return
             conn.execute(sql.SQL(

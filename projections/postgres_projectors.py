@@ -208,15 +208,14 @@ class MemoryItemsProjector(_PostgresProjector):
     def _create(self, cur, run: list[Item]) -> None:
         """memory.created, and the HNSW index's share of it (`ann`, projections/pg.py).
 
-        A user's rows enter the partial HNSW index together, once the user holds
-        vector_index_min_rows rows; until then recall scans them exactly. All rows of a user carry
-        the same `ann` at every commit (recall reads one row to know which index serves the user).
-        The flag depends on the log alone, so a rebuild gives the same values: within a run of
-        creations a user's row count only grows, and nothing in the run reads `ann`, so flagging at
-        the end of each run equals flagging at the creation that reached the threshold, however the
-        log was cut into batches. Once flagged, a user stays flagged while any row is left (a
-        forget that drops the count below the threshold keeps the index: no flapping); a user
-        whose rows are all gone (erased, all forgotten) starts again unflagged.
+        The rule, true at every commit: a user's rows have `ann` if and only if the user holds at
+        least vector_index_min_rows rows. So all rows of a user agree (recall reads one row to know
+        which index serves the user), and the flag is a function of the rows alone: a rebuild, a
+        --from rebuild or a re-application after a swap gives the same values, however the log was
+        cut into batches. Only creations raise a user's count and only forgets (and erasure, which
+        deletes every row) lower it, and within a run of either kind it moves one way, so setting
+        the flag at the end of each run is the same as after each event. Users below the
+        threshold are served by exact scans and never pay an HNSW insert.
         """
         # 1. COPY into a temp table, then one insert in log order (pg.copy_rows): the first
         #    creation wins. A new row takes its user's flag (any row of theirs: all agree).
@@ -231,8 +230,8 @@ class MemoryItemsProjector(_PostgresProjector):
             "WHERE m.user_id = memory_items_in.user_id LIMIT 1), false) FROM memory_items_in ORDER BY seq "
             "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
         # 2. Users of the run who reached the threshold and are not flagged yet: flag all their rows
-        #    (one HNSW insert each, once). The CASE reads one row of a flagged user and counts at
-        #    most `t` rows of an unflagged one, so the check stays cheap for users of any size.
+        #    (one HNSW insert each). The CASE reads one row of a flagged user and counts at most `t`
+        #    rows of an unflagged one, so the check stays cheap for users of any size.
         cur.execute(self.q(
             "UPDATE {s}.memory_items SET ann = true WHERE NOT ann AND user_id = ANY(ARRAY("
             "SELECT u FROM unnest(%(users)s::text[]) AS u WHERE CASE "
@@ -288,6 +287,16 @@ class MemoryItemsProjector(_PostgresProjector):
         elif kind == "forget":
             cur.executemany(self.q("DELETE FROM {s}.memory_items WHERE memory_id = ANY(%s) AND user_id = %s"),
                             [(d.memory_ids, e.user) for e, d in rows])
+            # A flagged user who fell below the threshold leaves the HNSW index (see _create): the
+            # flag stays a function of the rows, so re-applying a forgotten memory's creation (a
+            # swap's catch-up, a --from rebuild) cannot leave it set.
+            cur.execute(self.q(
+                "UPDATE {s}.memory_items SET ann = false WHERE ann AND user_id = ANY(ARRAY("
+                "SELECT u FROM unnest(%(users)s::text[]) AS u WHERE CASE "
+                "WHEN (SELECT ann FROM {s}.memory_items WHERE user_id = u LIMIT 1) "
+                "THEN (SELECT count(*) FROM (SELECT FROM {s}.memory_items WHERE user_id = u LIMIT %(t)s) AS r) < %(t)s "
+                "ELSE false END))"),
+                {"users": sorted({e.user for e, _ in rows}), "t": self.settings.vector_index_min_rows})
 
     def _retire(self, cur, rows, status: str) -> None:
         cur.executemany(self.q(f"UPDATE {{s}}.memory_items SET status = '{status}', merged_into = %s, updated_at = %s "

@@ -4,6 +4,8 @@ exact scan; the flag follows from the log alone (any batching, a rebuild: the sa
 old namespace with the index over every row is converted in place."""
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import psycopg
 import pytest
@@ -127,9 +129,12 @@ def test_the_flag_follows_from_the_log_whatever_the_batching_and_survives_a_rebu
     rng = np.random.default_rng(3)
     dim = ns.embed_dim
     log = []
-    # stays flagged after a forget takes it below the threshold; its later memories are flagged too
+    # crossed, then a forget takes it below the threshold: unflagged, and so are its later memories
     a = created("d-a", T + 5, rng, dim)
     log += a + [forgotten("d-a", a[:10])] + created("d-a", 3, rng, dim)
+    # crossed, then a forget that leaves it above: stays flagged
+    e = created("d-e", T + 5, rng, dim)
+    log += e + [forgotten("d-e", e[:3])]
     # reaches the threshold only after a forget and two more creations
     b = created("d-b", T - 1, rng, dim)
     log += b + [forgotten("d-b", b[:1])] + created("d-b", 2, rng, dim)
@@ -137,9 +142,10 @@ def test_the_flag_follows_from_the_log_whatever_the_batching_and_survives_a_rebu
     c = created("d-c", T + 1, rng, dim)
     log += c + [forgotten("d-c", c)] + created("d-c", 5, rng, dim)
     log += created("d-d", T - 10, rng, dim)                         # never crosses
+    published_from = datetime.now(UTC) - timedelta(seconds=5)
     publish_all(ns, keys, log)
     project(ns, keys, batch_size=1)                                 # every event its own batch
-    expected = {"d-a": {True}, "d-b": {True}, "d-c": {False}, "d-d": {False}}
+    expected = {"d-a": {False}, "d-b": {True}, "d-c": {False}, "d-d": {False}, "d-e": {True}}
     assert ann_by_user(ns) == expected
     one_by_one = checksums(ns, ["pgvector-items"])
     # the same log in one batch, into a shadow schema
@@ -151,6 +157,10 @@ def test_the_flag_follows_from_the_log_whatever_the_batching_and_survives_a_rebu
     rebuild(ns, ["pgvector-items"], keys=keys, progress=False)
     assert checksums(ns, ["pgvector-items"]) == one_by_one
     assert index_def(ns, pg.ANN_INDEX).endswith("WHERE ann")
+    # a --from rebuild re-applies the whole log over a copy of the rows: forgotten memories come
+    # back for a moment (d-c holds 5 + T + 1 rows until the forget is re-applied)
+    rebuild(ns, ["pgvector-items"], keys=keys, since=published_from, progress=False)
+    assert checksums(ns, ["pgvector-items"]) == one_by_one
     stores.drop_schema(ns, shadow.namespace)
     keys.close()
 
