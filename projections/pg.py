@@ -108,8 +108,11 @@ def ensure_schema(settings: Settings) -> None:
 
 # The HNSW index over the rows of large users only (`WHERE ann`), and the index it replaces: the
 # same HNSW over every row, which cost every new memory an insert of 5-10 ms of Postgres CPU
-# (bench.recall_latency: ~200 events/s live, 5,875 without it), though recall served users with
-# few rows by the btree and an exact sort anyway (query/store.py plans per user).
+# (bench.recall_latency: ~200 events/s live, 5,875 without it; --ab-full-index on a loaded machine:
+# 441-546 events/s, 2,728-3,878 with this one), though recall served users with few rows by the
+# btree and an exact sort anyway (query/store.py plans per user). The price: a user crossing the
+# threshold has all their rows inserted in one batch (1,000 rows: 9.2 s), the one-off cost the old
+# index spread over their memories one by one.
 ANN_INDEX = "memory_items_embedding_ann"
 FULL_INDEX = "memory_items_embedding"
 ANN_INDEX_DDL = "CREATE INDEX IF NOT EXISTS {i} ON {s}.memory_items USING hnsw (embedding vector_cosine_ops) WHERE ann"
