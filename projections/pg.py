@@ -61,7 +61,6 @@ CREATE TABLE IF NOT EXISTS {s}.memory_items (
     updated_at    timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memory_items_user_created ON {s}.memory_items (user_id, created_at);
-CREATE INDEX IF NOT EXISTS memory_items_embedding ON {s}.memory_items USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX IF NOT EXISTS memory_items_terms ON {s}.memory_items USING gin (terms);
 -- consolidation and forgetting: who a retired memory went into, a merge's provenance, summaries
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS merged_into text;
@@ -69,6 +68,10 @@ ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS parent_ids text[] NOT NULL
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS source_fact_ids text[] NOT NULL DEFAULT '{{}}';
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS summarized_at timestamptz;
 ALTER TABLE {s}.preference_history ADD COLUMN IF NOT EXISTS memory_id text;
+-- `ann`: the row is in the HNSW index (a partial index, made by ensure_vector_index): the rows of
+-- users who hold at least vector_index_min_rows rows. Smaller users are served by the btree on
+-- (user_id, created_at) and an exact sort, so their memories never pay an HNSW insert.
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS ann boolean NOT NULL DEFAULT false;
 """
 
 
@@ -100,6 +103,61 @@ def ensure_ddl(settings: Settings, ddl: str, **literals) -> None:
 
 def ensure_schema(settings: Settings) -> None:
     ensure_ddl(settings, DDL, dim=settings.embed_dim)
+    ensure_vector_index(settings)
+
+
+# The HNSW index over the rows of large users only (`WHERE ann`), and the index it replaces: the
+# same HNSW over every row, which cost every new memory an insert of 5-10 ms of Postgres CPU
+# (bench.recall_latency: ~200 events/s live, 5,875 without it; --ab-full-index on a loaded machine:
+# 441-546 events/s, 2,728-3,878 with this one), though recall served users with few rows by the
+# btree and an exact sort anyway (query/store.py plans per user). The price: a user crossing the
+# threshold has all their rows inserted in one batch (1,000 rows: 9.2 s), the one-off cost the old
+# index spread over their memories one by one.
+ANN_INDEX = "memory_items_embedding_ann"
+FULL_INDEX = "memory_items_embedding"
+ANN_INDEX_DDL = "CREATE INDEX IF NOT EXISTS {i} ON {s}.memory_items USING hnsw (embedding vector_cosine_ops) WHERE ann"
+
+
+def index_method(conn: psycopg.Connection, namespace: str, index: str) -> tuple[str, bool] | None:
+    """(access method, partial?) of an index in the namespace's schema; None if there is none."""
+    return conn.execute(
+        "SELECT a.amname, x.indpred IS NOT NULL FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "JOIN pg_am a ON a.oid = i.relam WHERE x.indexrelid = to_regclass(%s)", (f'"{namespace}"."{index}"',)).fetchone()
+
+
+def ensure_vector_index(settings: Settings, maintenance_work_mem: str = "1GB") -> None:
+    """Give memory_items its partial HNSW index, converting a namespace made before it.
+
+    Idempotent and safe to interrupt: each step is its own statement, and a run that stopped
+    anywhere is finished by the next (a projector's set-up calls this). Runs as the owner role
+    under the DDL lock, like ensure_ddl. Readers are never blocked for long: between steps 1 and 3
+    large users' recalls are exact scans (slower, same results); step 3 blocks writers, not readers.
+    """
+    s, ns = schema(settings), settings.namespace
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")
+        try:
+            # 1. Drop the old index over every row first: while it exists, each row step 2 flags
+            #    would pay an HNSW insert into it. (A replay's never-maintained placeholder of the
+            #    same name is a btree, replay/stores.py: left alone.)
+            if index_method(conn, ns, FULL_INDEX) == ("hnsw", False):
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(s=s, i=sql.Identifier(FULL_INDEX)))
+            # 2. No partial index yet (an old namespace, a fresh one, or a conversion cut short):
+            #    flag the rows of users holding at least the threshold, the rule the projector keeps
+            #    (MemoryItemsProjector._create). A namespace that has the index (or a replay's
+            #    placeholder of it) is left as it is.
+            if index_method(conn, ns, ANN_INDEX) is not None:
+                return
+            conn.execute(sql.SQL(
+                "UPDATE {s}.memory_items SET ann = true WHERE NOT ann AND user_id IN "
+                "(SELECT user_id FROM {s}.memory_items GROUP BY user_id HAVING count(*) >= {t})").format(
+                s=s, t=sql.Literal(settings.vector_index_min_rows)))
+            # 3. One build over the flagged rows (~2,600 rows/s here; inserting them one by one is
+            #    the cost this index exists to avoid).
+            conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
+            conn.execute(sql.SQL(ANN_INDEX_DDL).format(s=s, i=sql.Identifier(ANN_INDEX)))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
 
 
 def load_positions(conn: psycopg.Connection, settings: Settings, projector: str) -> dict[tuple[str, int], int]:

@@ -167,7 +167,7 @@ class MemoryItemsProjector(_PostgresProjector):
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
-        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at"], ["memory_id"])}
+        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann"], ["memory_id"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede", "memory.decayed": "decay", "memory.merged": "merge",
                           "memory.deduped": "dedup", "memory.expired": "archive", "memory.summarized": "summarize",
@@ -188,15 +188,7 @@ class MemoryItemsProjector(_PostgresProjector):
             if kind == "erase":
                 self.erase_users(cur, [i.event.user for i in run], ("memory_items",))
             elif kind == "create":
-                # COPY into a temp table, then one insert in log order (pg.copy_rows): the first creation wins.
-                pg.copy_rows(cur, "memory_items_in", self.CREATE_COLUMNS,
-                             ((d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
-                               d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
-                               i.event.time, i.event.time, sorted(set(tokens(d.content))))
-                              for i in run for d in (i.event.data,)))
-                cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.CREATE_COLUMNS)
-                cur.execute(sql.SQL("INSERT INTO {s}.memory_items ({c}) SELECT {c} FROM memory_items_in ORDER BY seq "
-                                    "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
+                self._create(cur, run)
             elif kind == "reinforce":
                 # Absolute values from the event: applying it twice leaves the same row.
                 cur.executemany(self.q(
@@ -212,6 +204,40 @@ class MemoryItemsProjector(_PostgresProjector):
                     [(d.superseded_by, i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
             else:
                 self._consolidation(cur, kind, run)
+
+    def _create(self, cur, run: list[Item]) -> None:
+        """memory.created, and the HNSW index's share of it (`ann`, projections/pg.py).
+
+        The rule, true at every commit: a user's rows have `ann` if and only if the user holds at
+        least vector_index_min_rows rows. So all rows of a user agree (recall reads one row to know
+        which index serves the user), and the flag is a function of the rows alone: a rebuild, a
+        --from rebuild or a re-application after a swap gives the same values, however the log was
+        cut into batches. Only creations raise a user's count and only forgets (and erasure, which
+        deletes every row) lower it, and within a run of either kind it moves one way, so setting
+        the flag at the end of each run is the same as after each event. Users below the
+        threshold are served by exact scans and never pay an HNSW insert.
+        """
+        # 1. COPY into a temp table, then one insert in log order (pg.copy_rows): the first
+        #    creation wins. A new row takes its user's flag (any row of theirs: all agree).
+        pg.copy_rows(cur, "memory_items_in", self.CREATE_COLUMNS,
+                     ((d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
+                       d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
+                       i.event.time, i.event.time, sorted(set(tokens(d.content))))
+                      for i in run for d in (i.event.data,)))
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.CREATE_COLUMNS)
+        cur.execute(sql.SQL(
+            "INSERT INTO {s}.memory_items ({c}, ann) SELECT {c}, coalesce((SELECT m.ann FROM {s}.memory_items m "
+            "WHERE m.user_id = memory_items_in.user_id LIMIT 1), false) FROM memory_items_in ORDER BY seq "
+            "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
+        # 2. Users of the run who reached the threshold and are not flagged yet: flag all their rows
+        #    (one HNSW insert each). The CASE reads one row of a flagged user and counts at most `t`
+        #    rows of an unflagged one, so the check stays cheap for users of any size.
+        cur.execute(self.q(
+            "UPDATE {s}.memory_items SET ann = true WHERE NOT ann AND user_id = ANY(ARRAY("
+            "SELECT u FROM unnest(%(users)s::text[]) AS u WHERE CASE "
+            "WHEN (SELECT ann FROM {s}.memory_items WHERE user_id = u LIMIT 1) THEN false "
+            "ELSE (SELECT count(*) FROM (SELECT FROM {s}.memory_items WHERE user_id = u LIMIT %(t)s) AS r) >= %(t)s END))"),
+            {"users": sorted({i.event.user for i in run}), "t": self.settings.vector_index_min_rows})
 
     def _consolidation(self, cur, kind: str, run: list[Item]) -> None:
         """Consolidation and forgetting: absolute values from the event, so re-applying changes nothing."""
@@ -261,6 +287,16 @@ class MemoryItemsProjector(_PostgresProjector):
         elif kind == "forget":
             cur.executemany(self.q("DELETE FROM {s}.memory_items WHERE memory_id = ANY(%s) AND user_id = %s"),
                             [(d.memory_ids, e.user) for e, d in rows])
+            # A flagged user who fell below the threshold leaves the HNSW index (see _create): the
+            # flag stays a function of the rows, so re-applying a forgotten memory's creation (a
+            # swap's catch-up, a --from rebuild) cannot leave it set.
+            cur.execute(self.q(
+                "UPDATE {s}.memory_items SET ann = false WHERE ann AND user_id = ANY(ARRAY("
+                "SELECT u FROM unnest(%(users)s::text[]) AS u WHERE CASE "
+                "WHEN (SELECT ann FROM {s}.memory_items WHERE user_id = u LIMIT 1) "
+                "THEN (SELECT count(*) FROM (SELECT FROM {s}.memory_items WHERE user_id = u LIMIT %(t)s) AS r) < %(t)s "
+                "ELSE false END))"),
+                {"users": sorted({e.user for e, _ in rows}), "t": self.settings.vector_index_min_rows})
 
     def _retire(self, cur, rows, status: str) -> None:
         cur.executemany(self.q(f"UPDATE {{s}}.memory_items SET status = '{status}', merged_into = %s, updated_at = %s "

@@ -6,6 +6,10 @@ a tiny share of the index. We rely on pgvector 0.8's iterative index scans
 plus a btree on (user_id, created_at) that the planner picks for users with few memories (an
 exact scan). tests/test_recall.py shows both a 10-memory and a 100,000-memory user get k results.
 
+Since the HNSW index holds only the rows of users with many memories (`ann`, projections/pg.py),
+a user below vector_index_min_rows is always served by the btree and an exact scan; each vector
+statement names the user's flag (index_scope) so the planner can use the partial index.
+
 Two tiers: active memories, and the archive (rows that forgetting archived: status `archived`,
 or `expired` in projections older than the archive). Both are searched; an archived hit's score
 is multiplied by `recall_archived_penalty`, so it ranks below an active memory of the same
@@ -181,6 +185,21 @@ def _filters(req: RecallRequest, now: datetime) -> tuple[sql.Composable, dict]:
     return sql.SQL(" AND ").join(where), params
 
 
+def index_scope(cur, models: ReadModels, user: str) -> sql.Composable:
+    """The condition that lets a user's `ORDER BY embedding <=>` use the index that holds their rows.
+
+    The HNSW index is partial (`WHERE ann`, projections/pg.py): it holds the rows of users with at
+    least vector_index_min_rows memories, and all of a user's rows carry the same flag, so adding
+    it changes no result. Written as a literal (not a parameter) so the planner can prove the
+    partial index's predicate from it; a flagged user then gets the HNSW scan or, where the
+    planner finds it cheaper, the exact one, an unflagged user the btree and an exact sort.
+    """
+    cur.execute(models.q("SELECT ann FROM {s}.memory_items WHERE user_id = %s LIMIT 1"), (user,))
+    row = cur.fetchone()
+    flagged = bool(row and (row["ann"] if isinstance(row, dict) else row[0]))
+    return sql.SQL(" AND ann") if flagged else sql.SQL(" AND NOT ann")
+
+
 @timed_query("recall")   # memstream_query_seconds{query="recall"}
 def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = None,
            now: datetime | None = None) -> list[RecallHit]:
@@ -196,17 +215,22 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
     qterms = sorted({v for t in set(tokens(req.query)) for v in inflections(t)})
     windows = date_ranges(req.query) if w.time else []
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur, conn.transaction():
+        # One snapshot for the user's index flag and every read below: the projector flags all of
+        # a user's rows in one transaction, which must not fall between the flag and a read.
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cur.execute("SET LOCAL hnsw.ef_search = 100")
-        # 1. vector search, user-scoped, iterative HNSW scan (or the planner's exact scan)
+        indexed = index_scope(cur, models, req.user)
+        # 1. vector search, user-scoped: the partial HNSW index (iterative scan) for a user whose
+        #    rows it holds, else (or where the planner prefers it) an exact scan of the user's rows
         cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ")
-                    + where + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates},
-                    binary=True)
+                    + where + indexed + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
+                    {**params, "n": n_candidates}, binary=True)
         rows = {r["memory_id"]: r for r in cur.fetchall()}
         # 2. keyword path: names, numbers and dates that vectors miss (any inflection of a query word)
         keyword: dict[str, float] = {}
         if qterms:
-            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where
+            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + indexed
                         + sql.SQL(" AND terms && %(terms)s ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
                         {**params, "terms": qterms, "n": KEYWORD_LIMIT}, binary=True)
             found = {r["memory_id"]: r for r in cur.fetchall()}
@@ -218,7 +242,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         if windows:
             within = sql.SQL(" OR ").join(sql.SQL("(created_at >= {} AND created_at < {})").format(sql.Literal(a), sql.Literal(b))
                                           for a, b in windows)
-            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + sql.SQL(" AND (")
+            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + indexed + sql.SQL(" AND (")
                         + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates},
                         binary=True)
             for r in cur.fetchall():
