@@ -12,6 +12,8 @@ by number of users.
    then the memory worker's RSS (its process tree) and its state tables' size, a kill -9 of it,
    and the time until a fact of a new user published right after the kill is decided (the
    supervisor's restart, faust's table recovery from the changelog, the first decision).
+   `MEMSTREAM_STATE_STORE=rocksdb` measures the state kept on disk (its "state" is then RocksDB's
+   estimate of its live data and write buffers, streams/app.py).
 
 Each run uses its own namespace (`scale…`) and leaves its topics and rows behind; drop them with
 `memstream forget-namespace NS` where that command exists, or delete the topics `NS.*`.
@@ -152,7 +154,7 @@ def main() -> None:
             print(f"  {r['instances']:>13}  {r['turns']:>6}  {r['rate']:>8.1f}  {r['startup_s']:>10.1f}  {r['wall_s']:>7.1f}")
         print(f"  2 vs 1: {rows[1]['rate'] / rows[0]['rate']:.2f}x")
     if not args.skip_state:
-        print("\nmemory worker by number of users (one fact each):")
+        print(f"\nmemory worker by number of users (one fact each; state store: {get_settings().state_store}):")
         print(f"  {'users':>7}  {'ingest s':>8}  {'RSS MiB':>8}  {'state MiB':>9}  {'kill -9 → first decision s':>26}")
         for u in (int(x) for x in args.users.split(",")):
             r = state_and_recovery(u)

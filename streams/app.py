@@ -86,12 +86,12 @@ def changelog_configs(settings: Settings) -> dict[str, str]:
             "min.cleanable.dirty.ratio": "0.1", "max.compaction.lag.ms": str(2 * seg)}
 
 
-# RocksDB per table partition, sized for a worker among other services on a small machine: faust's
-# defaults (a 2 GiB block cache, 3 x 64 MiB write buffers, per partition) would make the on-disk
-# store use more memory than the in-memory one. Values are sealed (incompressible).
-ROCKSDB_OPTIONS = {"driver": "rocksdict", "write_buffer_size": 4 << 20, "max_write_buffer_number": 2,
-                   "block_cache_size": 8 << 20, "target_file_size_base": 16 << 20,
-                   "max_open_files": 256}
+# RocksDB per table partition (3 tables x MEMSTREAM_PARTITIONS stores in one memory worker), sized
+# for a worker among other services on a small machine: faust's defaults (a 2 GiB block cache and
+# 3 x 64 MiB write buffers, each per store) would let the on-disk store use more memory than the
+# in-memory one. Here at most ~4 MiB a store. Values are sealed (incompressible).
+ROCKSDB_OPTIONS = {"driver": "rocksdict", "write_buffer_size": 1 << 20, "max_write_buffer_number": 2,
+                   "block_cache_size": 2 << 20, "target_file_size_base": 8 << 20, "max_open_files": 256}
 
 
 def state_table(app: faust.App, settings: Settings, name: str):
