@@ -168,9 +168,14 @@ class Settings(BaseSettings):
         return self.kafka_port + 100 * (node - 1), self.kafka_controller_port + 100 * (node - 1)
 
     @property
+    def kafka_addresses(self) -> list[str]:
+        """host:port of every broker, so a client starting while one is down still finds the cluster."""
+        return [f"{self.kafka_host}:{self.kafka_node_ports(k)[0]}" for k in range(1, self.kafka_cluster_size + 1)]
+
+    @property
     def kafka_bootstrap(self) -> str:
-        """Every broker, so a client starting while one is down still finds the cluster."""
-        return ",".join(f"{self.kafka_host}:{self.kafka_node_ports(k)[0]}" for k in range(1, self.kafka_cluster_size + 1))
+        """bootstrap.servers: every broker."""
+        return ",".join(self.kafka_addresses)
 
     @property
     def kafka_replication_factor(self) -> int:

@@ -229,15 +229,22 @@ class MemoryItemsProjector(_PostgresProjector):
             "INSERT INTO {s}.memory_items ({c}, ann) SELECT {c}, coalesce((SELECT m.ann FROM {s}.memory_items m "
             "WHERE m.user_id = memory_items_in.user_id LIMIT 1), false) FROM memory_items_in ORDER BY seq "
             "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
-        # 2. Users of the run who reached the threshold and are not flagged yet: flag all their rows
-        #    (one HNSW insert each). The CASE reads one row of a flagged user and counts at most `t`
-        #    rows of an unflagged one, so the check stays cheap for users of any size.
+        # 2. Users of the run who reached the threshold: all their rows into the HNSW index.
+        self._sync_ann(cur, {i.event.user for i in run}, flag=True)
+
+    def _sync_ann(self, cur, users: set[str], flag: bool) -> None:
+        """Set `ann` to `flag` on every row of those `users` whose row count now says so: flag=True
+        after creations (at least the threshold), flag=False after forgets (below it); within a run
+        of either kind the count moves one way only (see _create). The CASE reads one row of a user
+        already in that state and counts at most the threshold's rows of the others, so the check
+        stays cheap for users of any size."""
         cur.execute(self.q(
-            "UPDATE {s}.memory_items SET ann = true WHERE NOT ann AND user_id = ANY(ARRAY("
+            "UPDATE {s}.memory_items SET ann = %(flag)s WHERE ann <> %(flag)s AND user_id = ANY(ARRAY("
             "SELECT u FROM unnest(%(users)s::text[]) AS u WHERE CASE "
-            "WHEN (SELECT ann FROM {s}.memory_items WHERE user_id = u LIMIT 1) THEN false "
-            "ELSE (SELECT count(*) FROM (SELECT FROM {s}.memory_items WHERE user_id = u LIMIT %(t)s) AS r) >= %(t)s END))"),
-            {"users": sorted({i.event.user for i in run}), "t": self.settings.vector_index_min_rows})
+            "WHEN (SELECT ann FROM {s}.memory_items WHERE user_id = u LIMIT 1) IS DISTINCT FROM %(flag)s "
+            "THEN ((SELECT count(*) FROM (SELECT FROM {s}.memory_items WHERE user_id = u LIMIT %(t)s) AS r) >= %(t)s) "
+            "= %(flag)s ELSE false END))"),
+            {"users": sorted(users), "flag": flag, "t": self.settings.vector_index_min_rows})
 
     def _consolidation(self, cur, kind: str, run: list[Item]) -> None:
         """Consolidation and forgetting: absolute values from the event, so re-applying changes nothing."""
@@ -290,13 +297,7 @@ class MemoryItemsProjector(_PostgresProjector):
             # A flagged user who fell below the threshold leaves the HNSW index (see _create): the
             # flag stays a function of the rows, so re-applying a forgotten memory's creation (a
             # swap's catch-up, a --from rebuild) cannot leave it set.
-            cur.execute(self.q(
-                "UPDATE {s}.memory_items SET ann = false WHERE ann AND user_id = ANY(ARRAY("
-                "SELECT u FROM unnest(%(users)s::text[]) AS u WHERE CASE "
-                "WHEN (SELECT ann FROM {s}.memory_items WHERE user_id = u LIMIT 1) "
-                "THEN (SELECT count(*) FROM (SELECT FROM {s}.memory_items WHERE user_id = u LIMIT %(t)s) AS r) < %(t)s "
-                "ELSE false END))"),
-                {"users": sorted({e.user for e, _ in rows}), "t": self.settings.vector_index_min_rows})
+            self._sync_ann(cur, {e.user for e, _ in rows}, flag=False)
 
     def _retire(self, cur, rows, status: str) -> None:
         cur.executemany(self.q(f"UPDATE {{s}}.memory_items SET status = '{status}', merged_into = %s, updated_at = %s "

@@ -47,7 +47,7 @@ def make_app(name: str, settings: Settings) -> faust.App:
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         f"{settings.namespace}.{name}",
-        broker=[f"kafka://{addr}" for addr in settings.kafka_bootstrap.split(",")],
+        broker=[f"kafka://{addr}" for addr in settings.kafka_addresses],
         broker_credentials=faust_credentials(settings, WORKER),   # SASL/SCRAM, the pipeline's principal
         key_serializer="raw",
         value_serializer="raw",
