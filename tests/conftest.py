@@ -38,6 +38,30 @@ os.environ.setdefault("MEMSTREAM_METRICS_PORT", str(_free_port_block()))
 
 from memstream.config import Settings, get_settings  # noqa: E402
 
+# Tests that stop services and kill brokers on their private stacks (tests/helpers.py): one group.
+FAULT_MODULES = {"test_faults_pipeline", "test_faults_projectors"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Two groups for `pytest -n 2 --dist loadgroup` (./dev test): the fault-injection tests in one
+    process, everything else in the other. Within a group tests run one at a time, as they assume:
+    the fault tests share one private stack they stop and start, and the rest share this session's
+    namespace and its pipeline on the shared stack. The two never touch each other's services.
+
+    A scheduler rather than `xdist_group` marks: with pytest 9.2, xdist 3.8's loadgroup ignores
+    the marks and deals tests round-robin (pytest-dev/pytest-xdist#1386), which would start a
+    second pipeline in the shared namespace."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FaultsApart(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            return "faults" if module in FAULT_MODULES else "shared-stack"
+
+    return FaultsApart(config, log)
+
 
 @pytest.fixture(scope="session")
 def stack():

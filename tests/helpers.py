@@ -121,7 +121,10 @@ def fault_env(settings) -> dict:
             "MEMSTREAM_KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
             "MEMSTREAM_KAFKA_BROKERS": str(s.kafka_cluster_size), "MEMSTREAM_PG_PORT": str(s.pg_port),
             "MEMSTREAM_NEO4J_BOLT_PORT": str(s.neo4j_bolt_port), "MEMSTREAM_API_PORT": str(s.api_port),
-            "MEMSTREAM_NAMESPACE": s.namespace, "MEMSTREAM_PARTITIONS": str(s.partitions)}
+            "MEMSTREAM_NAMESPACE": s.namespace, "MEMSTREAM_PARTITIONS": str(s.partitions),
+            # no metrics ports: the shared stack's pipeline (tests/test_metrics.py) owns this session's
+            # block, and the fault tests run beside it in the other pytest process (conftest.py)
+            "MEMSTREAM_METRICS_PORT": "0"}
 
 
 # -- a 3-broker Kafka cluster beside the fault stack (the broker-kill test) ----------------------
