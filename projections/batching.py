@@ -30,9 +30,10 @@ def memory_refs(item: Item) -> list[str]:
     return memory_ids_of(item.event)
 
 
-def own_memory(item: Item) -> list[str]:
-    """The one memory whose row the event writes (`data.memory_id`)."""
-    return [item.event.data.memory_id]
+def own_item_row(item: Item) -> list[str]:
+    """The memory_items row an event writes (`data.memory_id`); none for memory.linked, which
+    writes only memory_links."""
+    return [] if item.event.data.TYPE == "memory.linked" else [item.event.data.memory_id]
 
 
 @dataclass(frozen=True)

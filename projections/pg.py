@@ -72,6 +72,18 @@ ALTER TABLE {s}.preference_history ADD COLUMN IF NOT EXISTS memory_id text;
 -- users who hold at least vector_index_min_rows rows. Smaller users are served by the btree on
 -- (user_id, created_at) and an exact sort, so their memories never pay an HNSW insert.
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS ann boolean NOT NULL DEFAULT false;
+-- memory.linked (FOLLOWS, SIMILAR_TO), each edge stored from both ends: recall's 1-hop expansion
+-- reads a memory's neighbours by its id in the same snapshot as its other reads, without a Neo4j
+-- round trip (the graph keeps the same edges for graph queries)
+CREATE TABLE IF NOT EXISTS {s}.memory_links (
+    memory_id text NOT NULL,
+    other_id  text NOT NULL,
+    kind      text NOT NULL,
+    user_id   text NOT NULL,
+    weight    real NOT NULL,
+    PRIMARY KEY (memory_id, other_id, kind)
+);
+CREATE INDEX IF NOT EXISTS memory_links_user ON {s}.memory_links (user_id);
 """
 
 

@@ -11,7 +11,7 @@ from psycopg import sql
 from memstream.config import Settings
 from memstream.domain.text import tokens
 from projections import pg, tombstones
-from projections.batching import Grouping, grouped_runs, own_memory
+from projections.batching import Grouping, grouped_runs, own_item_row
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
 
@@ -167,12 +167,13 @@ class MemoryItemsProjector(_PostgresProjector):
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
-        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann"], ["memory_id"])}
+        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann"], ["memory_id"]),
+        "memory_links": (["memory_id", "other_id", "kind", "user_id", "weight"], ["memory_id", "other_id", "kind"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede", "memory.decayed": "decay", "memory.merged": "merge",
                           "memory.deduped": "dedup", "memory.expired": "archive", "memory.summarized": "summarize",
                           "memory.recalled": "recall", "memory.forgotten": "forget", "user.forgotten": "erase",
-                          "memory.revived": "revive"}))
+                          "memory.revived": "revive", "memory.linked": "link"}))
 
     # memory.created rows as COPYed into the temp table the insert reads (pg.copy_rows)
     CREATE_COLUMNS = [("memory_id", "text"), ("user_id", "text"), ("key", "text"), ("value", "text"), ("content", "text"),
@@ -180,13 +181,14 @@ class MemoryItemsProjector(_PostgresProjector):
                       ("embedding", "vector"), ("session", "text"), ("fact_id", "text"), ("event_id", "text"),
                       ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("terms", "text[]")]
     # Kinds written one statement per batch where log order allows (projections/batching.py). Each
-    # writes the row of its own memory_id; reinforcement and supersession both set updated_at.
-    GROUPED = Grouping(("create", "reinforce", "supersede"), refs=own_memory)
+    # writes the row of its own memory_id; reinforcement and supersession both set updated_at. A
+    # link writes only memory_links, which no other grouped kind touches: it commutes with them all.
+    GROUPED = Grouping(("create", "reinforce", "supersede", "link"), refs=own_item_row)
 
     def write(self, cur, items: list[Item]) -> None:
         for kind, run in grouped_runs(items, self.kind_of, self.GROUPED):
             if kind == "erase":
-                self.erase_users(cur, [i.event.user for i in run], ("memory_items",))
+                self.erase_users(cur, [i.event.user for i in run], ("memory_items", "memory_links"))
             elif kind == "create":
                 self._create(cur, run)
             elif kind == "reinforce":
@@ -202,6 +204,8 @@ class MemoryItemsProjector(_PostgresProjector):
                     "UPDATE {s}.memory_items SET status = 'outdated', superseded_by = %s, updated_at = %s "
                     "WHERE memory_id = %s AND user_id = %s"),
                     [(d.superseded_by, i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
+            elif kind == "link":
+                self._link(cur, run)
             else:
                 self._consolidation(cur, kind, run)
 
@@ -231,6 +235,27 @@ class MemoryItemsProjector(_PostgresProjector):
             "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
         # 2. Users of the run who reached the threshold: all their rows into the HNSW index.
         self._sync_ann(cur, {i.event.user for i in run}, flag=True)
+
+    def _link(self, cur, run: list[Item]) -> None:
+        """memory.linked → memory_links, from both ends (recall looks neighbours up by either end).
+        As in the graph, a repeated edge keeps one row and the latest weight: the rows are first
+        reduced in log order, so one INSERT never meets the same key twice."""
+        edges: dict[tuple[str, str, str], tuple[str, float]] = {}
+        for i in run:
+            d = i.event.data
+            edges[(d.from_id, d.to_id, d.kind)] = edges[(d.to_id, d.from_id, d.kind)] = (i.event.user, d.weight)
+        cur.execute(self.q(
+            "INSERT INTO {s}.memory_links (memory_id, other_id, kind, user_id, weight) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::real[]) "
+            "ON CONFLICT (memory_id, other_id, kind) DO UPDATE SET weight = EXCLUDED.weight"),
+            [list(c) for c in zip(*((a, b, k, u, w) for (a, b, k), (u, w) in edges.items()))])
+
+    def _forget_links(self, cur, memory_ids: list[str]) -> None:
+        """A forgotten memory's edges go with it (as DETACH DELETE does in the graph): the rows at
+        its other ends first, found through its own rows, then its own."""
+        cur.execute(self.q("DELETE FROM {s}.memory_links WHERE (memory_id, other_id) IN "
+                           "(SELECT other_id, memory_id FROM {s}.memory_links WHERE memory_id = ANY(%s))"), (memory_ids,))
+        cur.execute(self.q("DELETE FROM {s}.memory_links WHERE memory_id = ANY(%s)"), (memory_ids,))
 
     def _sync_ann(self, cur, users: set[str], flag: bool) -> None:
         """Set `ann` to `flag` on every row of those `users` whose row count now says so: flag=True
@@ -294,6 +319,7 @@ class MemoryItemsProjector(_PostgresProjector):
         elif kind == "forget":
             cur.executemany(self.q("DELETE FROM {s}.memory_items WHERE memory_id = ANY(%s) AND user_id = %s"),
                             [(d.memory_ids, e.user) for e, d in rows])
+            self._forget_links(cur, [mid for e, d in rows for mid in d.memory_ids])
             # A flagged user who fell below the threshold leaves the HNSW index (see _create): the
             # flag stays a function of the rows, so re-applying a forgotten memory's creation (a
             # swap's catch-up, a --from rebuild) cannot leave it set.

@@ -33,7 +33,6 @@ from psycopg.rows import dict_row
 
 from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
 from memstream.metrics import timed_query
-from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
 COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, status, "
@@ -247,23 +246,23 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
                         binary=True)
             for r in cur.fetchall():
                 rows.setdefault(r["memory_id"], r)
-    # 4. rerank
-    hits = {mid: _score(r, keyword.get(mid), w, now, any(a <= r["created_at"] < b for a, b in windows))
-            for mid, r in rows.items()}
-    ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
-    # 5. diversify: a hit nearly identical to a better one says little new (restatements, a merge's
-    #    parts); it is lowered by how far its cosine to the closest better hit exceeds the threshold
-    if w.redundancy and len(ranked) > 1:
-        ranked = _diversify(ranked, {mid: r["embedding"] for mid, r in rows.items()}, w,
-                            max(2 * req.k, 40))
-        hits = {h.memory_id: h for h in ranked}
-    # 6. 1-hop graph expansion from the best hits: a neighbour scores its edge's weight × its
-    #    seed's score, or its own score if that is higher (merge, dedup)
-    if req.expand and ranked:
-        for hit in _expand(models, req, ranked[: min(5, req.k)], where, params, w):
-            if hit.memory_id not in hits or hit.score > hits[hit.memory_id].score:
-                hits[hit.memory_id] = hit
+        # 4. rerank
+        hits = {mid: _score(r, keyword.get(mid), w, now, any(a <= r["created_at"] < b for a, b in windows))
+                for mid, r in rows.items()}
         ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
+        # 5. diversify: a hit nearly identical to a better one says little new (restatements, a merge's
+        #    parts); it is lowered by how far its cosine to the closest better hit exceeds the threshold
+        if w.redundancy and len(ranked) > 1:
+            ranked = _diversify(ranked, {mid: r["embedding"] for mid, r in rows.items()}, w,
+                                max(2 * req.k, 40))
+            hits = {h.memory_id: h for h in ranked}
+        # 6. 1-hop graph expansion from the best hits, in the same snapshot: a neighbour scores its
+        #    edge's weight × its seed's score, or its own score if that is higher (merge, dedup)
+        if req.expand and ranked:
+            for hit in _expand(cur, models, ranked[: min(5, req.k)], where, params, w):
+                if hit.memory_id not in hits or hit.score > hits[hit.memory_id].score:
+                    hits[hit.memory_id] = hit
+            ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
     hits = ranked
     if req.min_score is not None:
         hits = [h for h in hits if h.score >= req.min_score]
@@ -334,33 +333,31 @@ def _score(r: dict, keyword: float | None, w: Weights, now: datetime, in_time: b
                      r["created_at"].isoformat(), round(score, 6), why, archived)
 
 
-def _expand(models: ReadModels, req: RecallRequest, seeds: list[RecallHit],
-            where: sql.Composable, params: dict, w: Weights) -> list[RecallHit]:
-    with models.graph.session() as s:
-        # the namespace's current graph generation, resolved in the same query (replay swaps it)
-        pairs = s.run(RESOLVE + "UNWIND $ids AS sid MATCH (m:Memory {ns: gen, id: sid})-[e:FOLLOWS|SIMILAR_TO]-(n:Memory) "
-                      "WHERE n.user = $u AND n.status IN $statuses RETURN sid, n.id AS nid, type(e) AS rel",
-                      ids=[h.memory_id for h in seeds], ns=models.settings.namespace, u=req.user,
-                      statuses=params["statuses"]).data()
+def _expand(cur, models: ReadModels, seeds: list[RecallHit], where: sql.Composable, params: dict,
+            w: Weights) -> list[RecallHit]:
+    """The seeds' FOLLOWS and SIMILAR_TO neighbours (memory_links, kept by the pgvector projector
+    from the same memory.linked events as the graph), with the same filters as every other hit:
+    a filter is a promise about every result. One statement on recall's own snapshot."""
+    cur.execute(models.q("SELECT l.seed_id, l.kind, i.* FROM (SELECT memory_id AS seed_id, other_id, kind "
+                         "FROM {s}.memory_links WHERE memory_id = ANY(%(seeds)s)) AS l CROSS JOIN LATERAL (SELECT "
+                         + COLUMNS + " FROM {s}.memory_items WHERE ") + where
+                + sql.SQL(" AND memory_id = l.other_id) AS i ORDER BY i.memory_id, l.seed_id, l.kind"),
+                {**params, "seeds": [h.memory_id for h in seeds]}, binary=True)
+    found = cur.fetchall()
     seed_score = {h.memory_id: h.score for h in seeds}
     origin: dict[str, str] = {}
     factor: dict[str, float] = {}     # the neighbour's best edge weight × seed score over its seeds
-    for p in pairs:
-        f = _edge_weight(p["rel"], w) * seed_score[p["sid"]]
-        if f > factor.get(p["nid"], -1.0):
-            origin[p["nid"]], factor[p["nid"]] = p["sid"], f
-    if not origin:
-        return []
-    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        # the same filters apply to expanded items: a filter is a promise about every result
-        cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where
-                    + sql.SQL(" AND memory_id = ANY(%(ids)s)"), {**params, "ids": list(origin)}, binary=True)
-        rows = cur.fetchall()
+    rows: dict[str, dict] = {}
+    for r in found:
+        f = _edge_weight(r["kind"], w) * seed_score[r["seed_id"]]
+        if f > factor.get(r["memory_id"], -1.0):
+            origin[r["memory_id"]], factor[r["memory_id"]] = r["seed_id"], f
+            rows[r["memory_id"]] = r
     # A neighbour scores relative to its seed: with rescaled similarities a typical direct hit
     # scores ~0.4, so the seed design's fixed 0.45 would rank neighbours above the hits they came
     # from (docs/calibration.md). An archived neighbour takes the archive's penalty as well.
     out = []
-    for r in rows:
+    for r in rows.values():
         archived = r["status"] in ARCHIVED
         why = {"expanded_from": origin[r["memory_id"]], "similarity": round(float(r["sim"]), 4),
                "importance": round(float(r["importance"]), 4)}

@@ -45,7 +45,7 @@ from projections.runner import Projector, TopicPart
 # exactly one owner, so a projector that adds a table cannot be forgotten here.
 OWNED_TABLES: dict[str, tuple[str, ...]] = {
     "kv-preferences": ("preferences", "preference_history", "preference_erasures"),
-    "pgvector-items": ("memory_items", "memory_item_erasures"),
+    "pgvector-items": ("memory_items", "memory_links", "memory_item_erasures"),
     "task-buffers": ("task_buffer_tasks", "task_buffer_steps", "task_buffer_erasures"),
     "session-windows": ("session_messages", "session_window_erasures", "session_summaries"),
     "audit-index": ("audit_events",),

@@ -170,7 +170,8 @@ class ContextOut(BaseModel):
     slots: dict
 
 
-RECALL_READS = ("pgvector-items", "neo4j-graph")
+# Recall reads only Postgres: its graph expansion uses memory_links, kept by pgvector-items.
+RECALL_READS = ("pgvector-items",)
 PROFILE_READS = ("pgvector-items", "kv-preferences")
 # Context also holds the session window and the task's steps (query/context.py).
 CONTEXT_READS = RECALL_READS + PROFILE_READS + ("session-windows", "task-buffers")
