@@ -1,6 +1,8 @@
 """Postgres read models (schema = namespace): positions, key-value preferences, pgvector items."""
 from __future__ import annotations
 
+import logging
+
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
@@ -114,8 +116,23 @@ def ensure_ddl(settings: Settings, ddl: str, **literals) -> None:
 
 
 def ensure_schema(settings: Settings) -> None:
+    links_missing = _holds_items_without_links(settings)
     ensure_ddl(settings, DDL, dim=settings.embed_dim)
     ensure_vector_index(settings)
+    if links_missing:
+        # memory_links is filled from the log by pgvector-items; the events already applied are not
+        # re-read by a live projector, so until a rebuild recall expands nothing for older memories
+        logging.getLogger("memstream.projections").warning(
+            "%s: memory_links is new beside existing memories; run `memstream replay rebuild "
+            "pgvector-items` so recall's graph expansion covers them", settings.namespace)
+
+
+def _holds_items_without_links(settings: Settings) -> bool:
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:    # the owner, as ensure_ddl
+        items = conn.execute("SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NULL",
+                             (f'"{settings.namespace}"."memory_items"', f'"{settings.namespace}"."memory_links"')).fetchone()
+        return bool(items[0] and items[1] and conn.execute(
+            sql.SQL("SELECT EXISTS (SELECT FROM {}.memory_items)").format(sql.Identifier(settings.namespace))).fetchone()[0])
 
 
 # The HNSW index over the rows of large users only (`WHERE ann`), and the index it replaces: the

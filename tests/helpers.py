@@ -74,7 +74,8 @@ def fault_stack_settings(namespace: str):
 
 
 def fault_stack_up(settings, request=None) -> None:
-    """Start the private stack (idempotent); stop it when the pytest session ends."""
+    """Start the private stack (idempotent); stop it when the pytest session ends (`request`: a
+    session-scoped fixture's)."""
     import time as _time
 
     from memstream.config import get_settings
@@ -95,7 +96,9 @@ def fault_stack_up(settings, request=None) -> None:
         services._up(settings, _time.monotonic())
     if request is not None and not _FAULT_STACK_STARTED and _os.environ.get("MEMSTREAM_FAULT_KEEP_STACK") != "1":
         _FAULT_STACK_STARTED.append(1)
-        request.config.add_cleanup(lambda: [svc.stop() for svc in services._services(settings)])
+        # the session fixture's finalizer, not config cleanup: an xdist worker reports itself done
+        # before its config cleanup runs, and the controller then ends it, leaving the stack running
+        request.addfinalizer(lambda: [svc.stop() for svc in services._services(settings)])
 
 
 def fault_service(settings, name: str):
@@ -184,7 +187,7 @@ def cluster_stack_up(settings, fault_settings, request=None) -> None:
             services._wait_healthy(n, procs.get(n.name), deadline)
     if request is not None and not _CLUSTER_STARTED and _os.environ.get("MEMSTREAM_FAULT_KEEP_STACK") != "1":
         _CLUSTER_STARTED.append(1)
-        request.config.add_cleanup(lambda: [n.stop() for n in cluster_nodes(settings)])
+        request.addfinalizer(lambda: [n.stop() for n in cluster_nodes(settings)])   # as fault_stack_up
 
 
 def stored_total(settings, projector_name: str) -> int:

@@ -93,3 +93,26 @@ def test_links_are_kept_from_both_ends_and_recall_expands_over_them_without_the_
     assert checksums(ns, ["pgvector-items"]) == live
     keys.close()
     stores.drop_schema(ns, ns.namespace)
+
+
+def test_a_namespace_with_memories_and_no_links_table_is_told_to_rebuild(settings, caplog):
+    """memory_links is filled from the log: a namespace projected before it gets the table empty,
+    and the operator is told how to fill it (a live projector never re-reads applied events)."""
+    from projections import pg
+    ns = settings.model_copy(update={"namespace": f"{settings.namespace}_mlko"})
+    stores.drop_schema(ns, ns.namespace)
+    old_ddl = pg.DDL.split("-- memory.linked")[0]
+    assert "memory_links" not in old_ddl
+    pg.ensure_ddl(ns, old_ddl, dim=ns.embed_dim)
+    with psycopg.connect(ns.pg_dsn(), autocommit=True) as conn:
+        conn.execute(sql.SQL("INSERT INTO {}.memory_items (memory_id, user_id, content, category, importance, embedding, "
+                             "event_id, created_at, updated_at) VALUES ('o1', 'u', 'x', 'fact', 0.5, %s, 'e', now(), "
+                             "now())").format(sql.Identifier(ns.namespace)), ("[" + ",".join(["0.1"] * ns.embed_dim) + "]",))
+    with caplog.at_level("WARNING", logger="memstream.projections"):
+        pg.ensure_schema(ns)
+        assert "replay rebuild pgvector-items" in caplog.text
+        caplog.clear()
+        pg.ensure_schema(ns)                      # said once: the table exists now
+        assert "memory_links" not in caplog.text
+    assert _links(ns) == set()
+    stores.drop_schema(ns, ns.namespace)
