@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -100,39 +101,46 @@ def connect(settings: Settings, autocommit: bool = False, role: str = "projector
     return conn
 
 
-def ensure_ddl(settings: Settings, ddl: str, **literals) -> None:
+def ensure_ddl(settings: Settings, ddl: str, probe: Callable[[psycopg.Connection], object] | None = None,
+               **literals) -> object:
     """Run a read model's DDL ({s} = the namespace schema) under the shared DDL lock.
 
     Concurrent projectors may race on CREATE … IF NOT EXISTS; an advisory lock serialises them.
     Run as the owner role: the tables are its, and its default privileges (memstream/stack/files/
-    postgres/roles.sql) let the projectors write and the API read each new one.
+    postgres/roles.sql) let the projectors write and the API read each new one. `probe(conn)`, if
+    given, runs under the same lock just before the DDL and its result is returned: what the
+    schema looked like before this call, with no other projector's DDL between the look and it.
     """
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")
         try:
+            before = probe(conn) if probe else None
             conn.execute(sql.SQL(ddl).format(s=schema(settings), **{k: sql.Literal(v) for k, v in literals.items()}))
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
+    return before
+
+
+REBUILD_ITEMS = "memstream replay rebuild --projection pgvector-items"
 
 
 def ensure_schema(settings: Settings) -> None:
-    links_missing = _holds_items_without_links(settings)
-    ensure_ddl(settings, DDL, dim=settings.embed_dim)
+    links_missing = ensure_ddl(settings, DDL, probe=lambda conn: _holds_items_without_links(conn, settings.namespace),
+                               dim=settings.embed_dim)
     ensure_vector_index(settings)
     if links_missing:
         # memory_links is filled from the log by pgvector-items; the events already applied are not
         # re-read by a live projector, so until a rebuild recall expands nothing for older memories
         logging.getLogger("memstream.projections").warning(
-            "%s: memory_links is new beside existing memories; run `memstream replay rebuild "
-            "pgvector-items` so recall's graph expansion covers them", settings.namespace)
+            "%s: memory_links is new beside existing memories; run `%s` so recall's graph expansion "
+            "covers them", settings.namespace, REBUILD_ITEMS)
 
 
-def _holds_items_without_links(settings: Settings) -> bool:
-    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:    # the owner, as ensure_ddl
-        items = conn.execute("SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NULL",
-                             (f'"{settings.namespace}"."memory_items"', f'"{settings.namespace}"."memory_links"')).fetchone()
-        return bool(items[0] and items[1] and conn.execute(
-            sql.SQL("SELECT EXISTS (SELECT FROM {}.memory_items)").format(sql.Identifier(settings.namespace))).fetchone()[0])
+def _holds_items_without_links(conn: psycopg.Connection, namespace: str) -> bool:
+    items = conn.execute("SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NULL",
+                         (f'"{namespace}"."memory_items"', f'"{namespace}"."memory_links"')).fetchone()
+    return bool(items[0] and items[1] and conn.execute(
+        sql.SQL("SELECT EXISTS (SELECT FROM {}.memory_items)").format(sql.Identifier(namespace))).fetchone()[0])
 
 
 # The HNSW index over the rows of large users only (`WHERE ann`), and the index it replaces: the

@@ -110,7 +110,8 @@ def test_a_namespace_with_memories_and_no_links_table_is_told_to_rebuild(setting
                              "now())").format(sql.Identifier(ns.namespace)), ("[" + ",".join(["0.1"] * ns.embed_dim) + "]",))
     with caplog.at_level("WARNING", logger="memstream.projections"):
         pg.ensure_schema(ns)
-        assert "replay rebuild pgvector-items" in caplog.text
+        assert pg.REBUILD_ITEMS in caplog.text
+        assert "replay rebuild --projection pgvector-items" in caplog.text
         caplog.clear()
         pg.ensure_schema(ns)                      # said once: the table exists now
         assert "memory_links" not in caplog.text
