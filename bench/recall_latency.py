@@ -224,7 +224,7 @@ def one_user(models, args, vector, queries) -> None:
         params = {"u": BIG_USER, "st": list(BOTH_TIERS), "q": vec}
         with models.pool.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.execute("SET LOCAL hnsw.ef_search = 100")
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(models.settings.recall_ef_search)))
             approx = [r[0] for r in conn.execute(stage, params).fetchall()]
         with models.pool.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL enable_indexscan = off")

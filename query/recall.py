@@ -218,7 +218,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         # a user's rows in one transaction, which must not fall between the flag and a read.
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cur.execute("SET LOCAL hnsw.ef_search = 100")
+        cur.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(models.settings.recall_ef_search)))
         indexed = index_scope(cur, models, req.user)
         # 1. vector search, user-scoped: the partial HNSW index (iterative scan) for a user whose
         #    rows it holds, else (or where the planner prefers it) an exact scan of the user's rows
