@@ -180,3 +180,24 @@ def memory_mib(pid: int) -> dict[str, float]:
     rss = sum(_kib(Path(f"/proc/{p}/status"), "VmRSS:") for p in pids)
     pss = sum(_kib(Path(f"/proc/{p}/smaps_rollup"), "Pss:") for p in pids)
     return {"rss_mib": round(rss / 1024, 1), "pss_mib": round(pss / 1024, 1)}
+
+
+# -- CPU -----------------------------------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process tree so far, in seconds: the process, the children
+    it has reaped (Postgres' exited backends), and its live children. Two readings bracket a run;
+    their difference is what that service spent on it, whatever the machine's other load."""
+    def fields(p: int) -> list[str]:
+        try:
+            return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return []
+    own = fields(pid)
+    # after the command: state ppid … utime(11) stime(12) cutime(13) cstime(14)
+    ticks = sum(int(v) for v in own[11:15]) if own else 0
+    ticks += sum(sum(int(v) for v in f[11:13]) for c in _children(pid) if (f := fields(c)))
+    return ticks / _TICKS
