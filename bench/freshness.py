@@ -30,8 +30,8 @@ def cpu_by_stage(procs: dict) -> dict[str, float]:
     from memstream.stack.process import cpu_seconds
     out = {name: cpu_seconds(p.pid) for name, p in procs.items()}
     for name, info in services.status(quiet=True).items():
-        if info.get("pid"):
-            out[name] = cpu_seconds(info["pid"])
+        if info.get("pid"):   # Postgres' share includes the backend that serves this watcher
+            out[name + (" (and the watcher's backend)" if name == "postgres" else "")] = cpu_seconds(info["pid"])
     t = os.times()
     out["bench (publisher, watcher)"] = t.user + t.system
     return out
@@ -48,8 +48,8 @@ def print_cpu(before: dict, after: dict, turns: int, wall: float, rate: float) -
           f"{cores * 1000 / rate:.1f} ms per turn at {rate:.0f}/s):")
     for name, sec in sorted(spent.items(), key=lambda kv: -kv[1]):
         share = f"{sec / pipeline:5.1%} of the pipeline" if not name.startswith("bench") else "(not the pipeline)"
-        print(f"  {name:<28} {sec * 1000 / turns:6.2f} ms  {share}")
-    print(f"  {'pipeline total':<28} {pipeline * 1000 / turns:6.2f} ms  = {pipeline * 1000 / turns * rate / 1000:.2f} "
+        print(f"  {name:<40} {sec * 1000 / turns:6.2f} ms  {share}")
+    print(f"  {'pipeline total':<40} {pipeline * 1000 / turns:6.2f} ms  = {pipeline * 1000 / turns * rate / 1000:.2f} "
           f"cores at {rate:.0f} turns/s; busy {pipeline / wall / cores:.0%} of the machine over the run")
 
 

@@ -13,7 +13,8 @@
 4. with --one-user N, one more user holds N memories of their own: recall p50/p95 for that user,
    and the vector stage's recall@10 against an exact scan of the same rows (the HNSW index is
    approximate; the planner's exact path is what it is compared with);
-5. with --profile, where recall's time goes (cProfile over the timed recalls, by cumulative time).
+5. with --profile, where recall's time goes (cProfile over the timed recalls, by cumulative time;
+   for the one user, the time of each of recall's statements).
     .venv/bin/python -m bench.recall_latency [--memories 100000] [--users 1000] [--queries 300]
         [--one-user 100000] [--profile] [--defer-index] [--ab-full-index 120]
         [--namespace NS  (measure a namespace loaded before)]
@@ -204,13 +205,38 @@ def ab_projection(settings, keys, seconds: float, pairs: int = 2) -> None:
             stores.drop_schema(settings, shadow.namespace)
 
 
+@contextlib.contextmanager
+def statement_times(into: dict[str, list[float]]):
+    """Time every statement recall sends (psycopg's Cursor.execute, wrapped while this is open),
+    by the step it belongs to: where one user's recall spends its time in Postgres."""
+    import psycopg
+    plain = psycopg.Cursor.execute
+
+    def timed(cur, query, params=None, **kw):
+        text = query if isinstance(query, str) else query.as_string(cur.connection)
+        step = ("expand" if "memory_links" in text else "keyword" if "terms &&" in text
+                else "time" if "created_at >=" in text and "ORDER BY embedding" in text
+                else "vector" if "ORDER BY embedding" in text else "flag and settings")
+        t = time.perf_counter()
+        try:
+            return plain(cur, query, params, **kw)
+        finally:
+            into.setdefault(step, []).append((time.perf_counter() - t) * 1000)
+    psycopg.Cursor.execute = timed
+    try:
+        yield into
+    finally:
+        psycopg.Cursor.execute = plain
+
+
 def one_user(models, args, vector, queries) -> None:
     """Recall for the one user with --one-user memories, and the vector stage's recall@10 against
     an exact scan: the same statement as recall's step 1, once as recall runs it (HNSW, iterative
-    scan) and once with index scans off (the planner then reads every row of the user and sorts)."""
+    scan) and once with index scans off (the planner then reads every row of the user and sorts).
+    With --profile, the time of each of recall's statements for this user."""
     from psycopg import sql
     from query.recall import BOTH_TIERS, RecallRequest, index_scope, recall
-    lat, overlap = [], []
+    lat, overlap, steps = [], [], {}
     with models.pool.connection() as conn, conn.cursor() as cur:
         indexed = index_scope(cur, models, BIG_USER)   # as recall names the user's index
     stage = (models.q("SELECT memory_id FROM {s}.memory_items WHERE user_id = %(u)s AND status = ANY(%(st)s)") + indexed
@@ -218,7 +244,8 @@ def one_user(models, args, vector, queries) -> None:
     for q in queries[:200]:
         vec = vector()
         t = time.perf_counter()
-        hits = recall(models, RecallRequest(BIG_USER, q, k=10, query_embedding=vec.tolist()))
+        with statement_times(steps) if args.profile else contextlib.nullcontext():
+            hits = recall(models, RecallRequest(BIG_USER, q, k=10, query_embedding=vec.tolist()))
         lat.append((time.perf_counter() - t) * 1000)
         assert len(hits) == 10
         params = {"u": BIG_USER, "st": list(BOTH_TIERS), "q": vec}
@@ -234,6 +261,9 @@ def one_user(models, args, vector, queries) -> None:
     print(f"one user with {args.one_user:,} memories: recall p50 {statistics.median(lat):.1f} ms, p95 {pct(lat, 0.95):.1f} ms "
           f"({len(lat)} queries, precomputed query vector); vector stage recall@10 against exact "
           f"{statistics.mean(overlap):.3f} (min {min(overlap):.2f})")
+    for step, xs in sorted(steps.items(), key=lambda kv: -sum(kv[1])):
+        print(f"  its {step} statements: {len(xs) / len(lat):.0f} a recall, p50 {statistics.median(xs):.2f} ms, "
+              f"p95 {pct(xs, 0.95):.2f} ms, {sum(xs) / sum(lat):.0%} of recall's time")
 
 
 if __name__ == "__main__":
