@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     pg_port: int = Field(55432, description="Postgres port.")
     pg_user: str = Field("memstream", description="Postgres owner role (owns the databases and tables; DDL, replay, erasure, the storage scrub; no superuser). The components' roles are named after it: <pg_user>_projector, _api, _keystore (memstream/privacy/pgroles.py).")
     pg_password: SecretStr | None = Field(None, description="Password of the owner role. Unset: <stack_dir>/secrets/pg-owner.password, created by `stack up`.")
+    pg_shared_buffers: str = Field("1GB", description="Postgres shared_buffers of the local stack (the server's default is 128MB). An HNSW scan touches thousands of pages a query, and an index that does not stay in shared buffers is read back from the OS page cache on every recall: one user with 100,000 memories (a 195 MB index beside their 394 MB of rows) recalls in p95 40 ms at 128MB, 30 at 512MB, 24 at 1GB. Shared memory is resident only once touched, so an idle stack does not hold it.")
     pg_database: str = Field("memstream", description="Postgres database holding the read models.")
     pg_keys_database: str = Field("memstream_keys", description="Postgres database holding the key store (never rebuilt from the log).")
     # -- Postgres roles per component (memstream/privacy/pgroles.py) ------------------------

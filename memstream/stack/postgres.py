@@ -116,6 +116,7 @@ class Postgres(Service):
         return [str(PG_BIN / "postgres"), "-D", str(self.data_dir), "-p", str(s.pg_port),
                 "-k", str(self.socket_dir),
                 "-c", f"listen_addresses={s.pg_host}",       # loopback only, never 0.0.0.0
+                "-c", f"shared_buffers={s.pg_shared_buffers}",  # HNSW scans stay in Postgres' own cache
                 "-c", "logging_collector=off"]                # stderr -> our log file
 
     def popen_kwargs(self) -> dict[str, Any]:
