@@ -7,7 +7,8 @@
    principal (the same handler, query path and response, without the check);
 3. POST /v1/recall alternately on each (interleaved, so drift hits both alike), medians over many calls;
    plus the check alone: a cached verification, and an uncached one (a database round trip).
-    .venv/bin/python -m bench.auth [--users 20] [--memories 50] [--calls 400]
+The namespace (`benchauth…`) is dropped at the end unless --keep.
+    .venv/bin/python -m bench.auth [--users 20] [--memories 50] [--calls 400] [--keep]
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import os
 import random
 import statistics
 import time
-import uuid
 
 import numpy as np
 from memstream.kafka_auth import ADMIN
@@ -29,8 +29,10 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=20)
     ap.add_argument("--memories", type=int, default=50, help="per user")
     ap.add_argument("--calls", type=int, default=400, help="recall calls per variant")
+    from bench import namespaces
+    namespaces.add_arguments(ap, "benchauth")
     args = ap.parse_args()
-    os.environ["MEMSTREAM_NAMESPACE"] = ns = "benchauth" + uuid.uuid4().hex[:6]
+    os.environ["MEMSTREAM_NAMESPACE"] = ns = args.namespace or namespaces.fresh("benchauth")
     from fastapi.testclient import TestClient
 
     from memstream.app.api import create_app
@@ -78,7 +80,7 @@ def main() -> None:
     async def no_check() -> Principal:   # async, like the real check: a sync override would run in a thread
         return fixed
     open_.dependency_overrides[open_.state.auth_dependencies["memory:read"]] = no_check
-    queries = [" ".join(random.Random(q).sample(WORDS, 2)) for q in range(args.calls)]
+    queries = [" ".join(random.Random(q).sample(WORDS, 2)) for q in range(max(30, args.calls))]   # the warm-up takes 30
     with TestClient(served, headers={"Authorization": f"Bearer {token}"}) as a, TestClient(open_) as b:
         def call(client, i):
             body = {"user": users[i % len(users)], "query": queries[i], "k": 10}
@@ -121,6 +123,7 @@ def main() -> None:
     for k in (store, twin, cold):
         k.close()
     keys.close()
+    namespaces.finish(s, ns, args.keep)
 
 
 if __name__ == "__main__":

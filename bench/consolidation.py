@@ -13,7 +13,9 @@
    namespace, --users users each prefilled with --prefill memories, then "I like X<i>" turns at
    --rate turns/s (default 8: well below what 2 shared cores sustain, so the figure is latency, not backlog) round-robin over those users (so every user consolidates every 5 turns).
 
-    .venv/bin/python -m bench.consolidation [--runs 30] [--rate 50] [--seconds 20] [--skip-freshness]
+Each freshness run has a namespace of its own (`benchc…`), dropped after it unless --keep.
+
+    .venv/bin/python -m bench.consolidation [--runs 30] [--rate 50] [--seconds 20] [--skip-freshness] [--keep]
 """
 from __future__ import annotations
 
@@ -238,7 +240,8 @@ def freshness(consolidation_every: int, args) -> dict:
     from projections.pg import ensure_schema
     from schemas.codec import encode, make_envelope
     from schemas.events import FactExtracted
-    settings = Settings(namespace="benchc" + uuid.uuid4().hex[:6], consolidation_every=consolidation_every)
+    from bench import namespaces
+    settings = Settings(namespace=namespaces.fresh("benchc"), consolidation_every=consolidation_every)
     ensure_topics(settings)
     ensure_schema(settings)
     client = MemoryClient(settings)
@@ -320,6 +323,7 @@ def freshness(consolidation_every: int, args) -> dict:
         stop_pipeline(procs)
         client.close()
         conn.close()
+        namespaces.finish(settings, settings.namespace, args.keep)
 
 
 def freshness_report(args) -> None:
@@ -349,6 +353,7 @@ def main() -> None:
     ap.add_argument("--prefill", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=2, help="freshness runs per mode (alternating)")
     ap.add_argument("--skip-freshness", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep each freshness run's namespace (default: drop it)")
     args = ap.parse_args()
     pure_report(args.runs)
     archive_report(max(5, args.runs // 3))

@@ -1,12 +1,13 @@
 """The memory processor's core alone: RSS against the bytes of its state, over many facts.
 
-    .venv/bin/python -m bench.core_memory [--facts 30000] [--users 200]
+    .venv/bin/python -m bench.core_memory [--facts 30000] [--users 200] [--keep]
 
 Runs streams/memory_core.py's MemoryCore on synthetic facts (one random cluster per user, so
 some facts reinforce and most create), with its two state tables as dicts of sealed values (the
 real key store seals them, as in the worker). Every 5,000 facts it prints the process's RSS and
 the bytes the tables hold. RSS should track the state (which grows with each user's ledger) plus
-a constant: a gap that widens is memory held beyond the state.
+a constant: a gap that widens is memory held beyond the state. Its namespace (`corememory…`: the
+data keys it sealed with) is dropped at the end unless --keep.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from bench import namespaces
 from memstream.config import get_settings
 from memstream.domain.memory_state import Rules
 from memstream.privacy.keystore import KeyStore
@@ -33,8 +35,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--facts", type=int, default=30_000)
     ap.add_argument("--users", type=int, default=200)
+    namespaces.add_arguments(ap, "corememory")
     args = ap.parse_args()
-    settings = get_settings().model_copy(update={"namespace": f"corememory{uuid.uuid4().hex[:6]}"})
+    ns = args.namespace or namespaces.fresh("corememory")
+    settings = get_settings().model_copy(update={"namespace": ns})
     keys = KeyStore(settings)
     states: dict[bytes, bytes] = {}
     ledgers: dict[bytes, bytes] = {}
@@ -56,6 +60,7 @@ def main() -> None:
             state = sum(map(len, states.values())) + sum(map(len, ledgers.values()))
             print(f"{i:>7} {rss_mib():>8.0f} {state / 2**20:>10.1f}", flush=True)
     keys.close()
+    namespaces.finish(settings, ns, args.keep)
 
 
 if __name__ == "__main__":

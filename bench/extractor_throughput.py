@@ -2,8 +2,8 @@
 
 Starts only the extractor worker in a fresh namespace, publishes N user turns that each yield
 one rule fact with unique content (so the embedding cache cannot help), and times until all N
-facts are in the facts topic.
-    .venv/bin/python -m bench.extractor_throughput [--n 2000]
+facts are in the facts topic. The namespace (`benchx…`) is dropped at the end unless --keep.
+    .venv/bin/python -m bench.extractor_throughput [--n 2000] [--keep]
 """
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from memstream.kafka_auth import ADMIN, kafka_config
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
+    from bench import namespaces
+    namespaces.add_arguments(ap, "benchx")
     args = ap.parse_args()
-    os.environ["MEMSTREAM_NAMESPACE"] = "benchx" + uuid.uuid4().hex[:6]
+    os.environ["MEMSTREAM_NAMESPACE"] = ns = args.namespace or namespaces.fresh("benchx")   # the worker's too
     import subprocess
 
     from confluent_kafka import Consumer
@@ -31,7 +33,7 @@ def main() -> None:
     client = MemoryClient(settings)
     log = open(settings.stack_dir / "logs" / f"{settings.namespace}-extractor.log", "ab")
     proc = subprocess.Popen(worker_command("extractor"), stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    consumer = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-" + uuid.uuid4().hex,
+    consumer = Consumer({**kafka_config(settings, ADMIN), "group.id": f"{ns}.bench-{uuid.uuid4().hex[:8]}",  # dropped with it
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([settings.topic("facts")])
 
@@ -61,6 +63,7 @@ def main() -> None:
         stop_pipeline({"extractor": proc})
         consumer.close()
         client.close()
+        namespaces.finish(settings, ns, args.keep)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ publishes one turn every 1/rate s ("I live in C<i>" for a new user each time), a
 key-value read model every 5 ms to see when each value appears. Prints p50/p95/p99, and where
 the time goes: each stage's CPU time per fact turn (the three workers, Kafka, Postgres, Neo4j,
 and this benchmark's own publisher and watcher), read from /proc before and after the run, so
-the sum can be set against what the machine's cores offer per turn at this rate.
-    .venv/bin/python -m bench.freshness [--rate 100] [--seconds 30]
+the sum can be set against what the machine's cores offer per turn at this rate. The namespace
+(`bench…`) is dropped at the end unless --keep.
+    .venv/bin/python -m bench.freshness [--rate 100] [--seconds 30] [--keep]
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import os
 import threading
 import time
 import uuid
-
 import psycopg
 
 
@@ -60,8 +60,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--fact-share", type=float, default=1.0,
                     help="share of turns that state a new fact; the rest are assistant replies (timed: fact turns)")
+    from bench import namespaces
+    namespaces.add_arguments(ap, "bench")
     args = ap.parse_args()
-    os.environ["MEMSTREAM_NAMESPACE"] = os.environ.get("MEMSTREAM_NAMESPACE", "bench" + uuid.uuid4().hex[:6])
+    # The workers it starts read their namespace from the environment.
+    os.environ["MEMSTREAM_NAMESPACE"] = ns = args.namespace or namespaces.fresh("bench")
     from memstream.config import get_settings
     from memstream.sdk import MemoryClient
     from memstream.app.workers import start_pipeline, stop_pipeline
@@ -137,6 +140,7 @@ def main() -> None:
         stop.set()
         stop_pipeline(procs)
         client.close()
+        namespaces.finish(settings, ns, args.keep)
 
 
 if __name__ == "__main__":

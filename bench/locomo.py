@@ -67,6 +67,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from bench.namespaces import kept
 from memstream.kafka_auth import ADMIN, kafka_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -720,7 +722,8 @@ def main_turns(args) -> dict:
     print("\ntimings: " + ", ".join(f"{k} {v:.1f}" for k, v in run.timings.items()))
     gain = got["all"][10] - naive["all"][10]
     print(f"\nfrom-turns R@10 = {got['all'][10]:.1f} vs raw-turn cosine {naive['all'][10]:.1f} ({gain:+.1f}; target ≥ +5: "
-          f"{'reached' if gain >= 5 else 'NOT reached'}); namespace {run.settings.namespace}")
+          f"{'reached' if gain >= 5 else 'NOT reached'})")
+    print(kept(run.settings.namespace) + " (--namespace reuses its ingest)")
     result = {"naive_turns": naive, "recall": got, "ceiling": ceiling, "timings": run.timings,
               "namespace": run.settings.namespace, "turns": n_turns, "facts": run.facts, "questions": nq,
               "memories": len(run.sources), "status": run.status, "decisions": dict(run.prov.counts)}
@@ -969,7 +972,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(format_table([("naive cosine over observations", naive), ("memstream recall", got)]))
     print("\ntimings: " + ", ".join(f"{k} {v:.1f}" for k, v in run.timings.items()))
     target = got["all"][10]
-    print(f"\nR@10 = {target:.1f} (target ≥ 72: {'reached' if target >= 72 else 'NOT reached'}); namespace {run.settings.namespace}")
+    print(f"\nR@10 = {target:.1f} (target ≥ 72: {'reached' if target >= 72 else 'NOT reached'})")
+    print(kept(run.settings.namespace) + " (--namespace reuses its ingest)")
     result = {"naive": naive, "recall": got, "timings": run.timings, "namespace": run.settings.namespace,
               "observations": n_obs, "questions": nq, "memories": len(run.sources), "status": run.status,
               "decisions": dict(run.prov.counts),

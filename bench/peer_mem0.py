@@ -56,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.namespaces import kept
 from bench.locomo import (DEFAULT_DATA, NO_FORGETTING, evaluate_naive, format_table, prepare, recall_at,
                           summarize)
 
@@ -238,8 +239,8 @@ def main(argv: list[str] | None = None) -> dict:
         nq = sum(len(c.questions) for c in convs)
         ms_add_s = run.timings["embed passages s"] + run.timings["searchable s"]
         print(f"{len(convs)} conversations, {n_obs} observations, {nq} questions (categories 1–4); "
-              f"memstream: {len(run.sources)} memories ({dict(sorted(run.prov.counts.items()))}), namespace "
-              f"{run.settings.namespace}")
+              f"memstream: {len(run.sources)} memories ({dict(sorted(run.prov.counts.items()))}); "
+              + kept(run.settings.namespace))
 
         # 2. Mem0: the same observations, the same users, the same server
         memory = mem0_memory(work, server.url, stub.url, settings.embed_model, settings.embed_dim)

@@ -1,8 +1,9 @@
 """Publish throughput: turn events/s from the SDK, acks=all, idempotent, sealed.
 
 Publishes N turns over U users with `record_turn_nowait` and times until every delivery is
-acknowledged (flush). Prints each run and the median. Usage:
-    .venv/bin/python -m bench.publish_throughput [--n 100000] [--users 1000] [--runs 3]
+acknowledged (flush). Prints each run and the median. Publishes into a fresh namespace
+(`benchpub…`), dropped at the end unless --keep. Usage:
+    .venv/bin/python -m bench.publish_throughput [--n 100000] [--users 1000] [--runs 3] [--keep]
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import statistics
 import time
 import uuid
 
+from bench import namespaces
 from memstream.config import get_settings
 from memstream.sdk import MemoryClient
 
@@ -31,8 +33,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3)
+    namespaces.add_arguments(ap, "benchpub")
     args = ap.parse_args()
-    settings = get_settings()
+    ns = args.namespace or namespaces.fresh("benchpub")
+    settings = get_settings().model_copy(update={"namespace": ns})
     users = [f"bench-{uuid.uuid4().hex[:8]}" for _ in range(args.users)]
     with MemoryClient(settings) as client:
         one_run(client, min(args.n, 5000), users)  # warm-up
@@ -43,6 +47,7 @@ def main() -> None:
             print(f"run {r + 1}: {rate:,.0f} turns/s")
     print(f"publish throughput (acks=all, idempotent, sealed): median {statistics.median(rates):,.0f} turns/s "
           f"over {args.runs} runs of {args.n:,} turns, {args.users} users, namespace {settings.namespace}")
+    namespaces.finish(settings, ns, args.keep)
 
 
 if __name__ == "__main__":

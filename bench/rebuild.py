@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from memstream.config import get_settings
     from memstream.privacy.keystore import KeyStore
-    from projections.registry import PROJECTORS, build_projector
+    from projections import registry
+    from projections.registry import PROJECTORS
     from replay.rebuild import rebuild
     get_settings.cache_clear()
     settings = get_settings()
@@ -86,15 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"log: {total:,} events in {settings.topic('memory')} (ready in {time.monotonic() - t:.0f}s)", file=sys.stderr)
 
     def checksums(names):
-        out = {}
-        for name in names:
-            p = build_projector(name, settings)
-            p.setup()
-            try:
-                out[name] = p.checksum()
-            finally:
-                p.close()
-        return out
+        return registry.checksums(settings, names)
 
     postgres = [n for n in PROJECTORS if n != "neo4j-graph"]
     runs = args.only or ["all", "postgres", *PROJECTORS]
@@ -118,6 +111,8 @@ def main(argv: list[str] | None = None) -> dict:
         if same is False:
             raise SystemExit(f"{run}: a rebuilt projection differs from the one it replaced")
     keys.close()
+    from bench import namespaces
+    print(namespaces.kept(settings.namespace) + " (the next run with these --events reuses its log)", file=sys.stderr)
     print(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
     return results
 

@@ -164,6 +164,8 @@ def main() -> None:
     if args.one_user:
         one_user(models, args, vector, queries)
     models.close()
+    from bench import namespaces
+    print(namespaces.kept(ns) + " (--namespace measures it again without loading)")
 
 
 BIG_USER = "big-user"

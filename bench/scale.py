@@ -1,7 +1,7 @@
 """Scale: throughput with 1 vs 2 workers per stage, and the memory worker's RSS and recovery time
 by number of users.
 
-    .venv/bin/python -m bench.scale [--turns 2000] [--users 1000,10000] [--skip-throughput]
+    .venv/bin/python -m bench.scale [--turns 2000] [--users 1000,10000] [--skip-throughput] [--keep]
 
 1. **Throughput.** For N = 1 and 2: a fresh namespace gets a backlog of `--turns` turns (each
    states a fact, 200 users) before any worker runs; then `memstream run --instances N`'s
@@ -19,8 +19,8 @@ by number of users.
    `MEMSTREAM_STATE_STORE=rocksdb` measures the state kept on disk (its "state" is then RocksDB's
    estimate of its live data and write buffers, streams/app.py).
 
-Each run uses its own namespace (`scale…`) and leaves its topics and rows behind; drop them with
-`memstream forget-namespace NS` where that command exists, or delete the topics `NS.*`.
+Each run uses its own namespace (`scale…`), dropped when the run ends unless --keep
+(`memstream namespace drop NS --yes` drops a kept one).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from bench import namespaces
 from bench.soak import end_offset, group_lag, projector_lag
 from memstream.app.workers import Supervisor
 from memstream.bus import EventProducer, ensure_topics
@@ -112,7 +113,7 @@ def run_until(sup: Supervisor, done, timeout: float, every: float = 1.0) -> floa
     raise TimeoutError("the pipeline did not settle in time")
 
 
-def throughput(turns: int, instances: int) -> dict:
+def throughput(turns: int, instances: int, keep: bool = False) -> dict:
     s = fresh(f"t{instances}")
     keys = KeyStore(s)
     publish(s, keys, turns, users=200)
@@ -126,13 +127,14 @@ def throughput(turns: int, instances: int) -> dict:
     finally:
         sup.stop()
         keys.close()
+        namespaces.finish(s, s.namespace, keep)
     return {"instances": instances, "turns": turns, "rate": turns / (end - first), "wall_s": end - t0,
             "startup_s": first - t0}
 
 
 
 
-def state_and_recovery(users: int) -> dict:
+def state_and_recovery(users: int, keep: bool = False) -> dict:
     s = fresh(f"u{users}")
     keys = KeyStore(s)
     t0 = time.monotonic()
@@ -157,6 +159,7 @@ def state_and_recovery(users: int) -> dict:
     finally:
         sup.stop()
         keys.close()
+        namespaces.finish(s, s.namespace, keep)
     return {"users": users, "publish_s": publish_s, "ingest_s": ingest_s, "rss_mib": rss,
             "state_mib": sum(t["bytes"] for t in tables.values()) / 2**20 if tables else None,
             "recovery_s": recovered - killed}
@@ -168,12 +171,13 @@ def main() -> None:
     ap.add_argument("--users", default="1000,10000", help="state: comma-separated user counts")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-state", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep each run's namespace (default: drop it)")
     args = ap.parse_args()
     # SIGTERM (pkill, a CI timeout) unwinds like Ctrl-C, so each run's `finally` stops its workers
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(f"machine: {os.cpu_count()} cores")
     if not args.skip_throughput:
-        rows = [throughput(args.turns, n) for n in (1, 2)]
+        rows = [throughput(args.turns, n, args.keep) for n in (1, 2)]
         print("\nthroughput, a backlog of turns that each state a fact (200 users):")
         print(f"  {'workers/stage':>13}  {'turns':>6}  {'turns/s':>8}  {'start-up s':>10}  {'wall s':>7}")
         for r in rows:
@@ -183,7 +187,7 @@ def main() -> None:
         print(f"\nmemory worker by number of users (one fact each, published as fact.extracted; state store: {get_settings().state_store}):")
         print(f"  {'users':>7}  {'publish s':>9}  {'ingest s':>8}  {'RSS MiB':>8}  {'state MiB':>9}  {'kill -9 → first decision s':>26}")
         for u in (int(x) for x in args.users.split(",")):
-            r = state_and_recovery(u)
+            r = state_and_recovery(u, args.keep)
             state = f"{r['state_mib']:.1f}" if r["state_mib"] is not None else "-"
             print(f"  {u:>7}  {r['publish_s']:>9.1f}  {r['ingest_s']:>8.1f}  {r['rss_mib']:>8.0f}  {state:>9}  {r['recovery_s']:>26.1f}",
                   flush=True)

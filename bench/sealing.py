@@ -3,7 +3,8 @@
 "Without" swaps the key ring for an identity cipher that exists only in this benchmark (the
 codec still does everything else: base64, orjson, the envelope), so the difference is the cost
 of encryption and key handling. Runs alternate sealed / unsealed to share the machine's noise.
-    .venv/bin/python -m bench.sealing [--n 50000] [--runs 3]
+Each run's namespace (`benchseal…`) is dropped after it unless --keep.
+    .venv/bin/python -m bench.sealing [--n 50000] [--runs 3] [--keep]
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import argparse
 import os
 import statistics
 import time
-import uuid
 
 
 class IdentityAead:
@@ -41,8 +41,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=50_000)
     ap.add_argument("--projector-n", type=int, default=20_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keep", action="store_true", help="keep the runs' namespaces (default: drop them)")
     args = ap.parse_args()
-    base = "benchseal" + uuid.uuid4().hex[:6]
+    from bench import namespaces
+    base = namespaces.fresh("benchseal")
     os.environ["MEMSTREAM_NAMESPACE"] = base
     from memstream.config import get_settings
     from memstream.sdk import MemoryClient
@@ -75,6 +77,9 @@ def main() -> None:
             projector_rates[mode].append(runner.applied / (time.perf_counter() - t0 - 2.0))
             print(f"run {run + 1} {mode:>8}: publish {rates[mode][-1]:,.0f} turns/s, "
                   f"session-windows projector {projector_rates[mode][-1]:,.0f} events/s")
+            if mode == "sealed":
+                client.keys.close()
+            namespaces.finish(ns, ns.namespace, args.keep)
     # 3. the codec alone (no I/O): encode + decode of a fact with a 384-d embedding, µs per event
     from memstream.privacy.keystore import KeyStore
     from schemas.codec import decode, encode, make_envelope
@@ -98,6 +103,8 @@ def main() -> None:
         s, u = statistics.median(r["sealed"]), statistics.median(r["unsealed"])
         print(f"{name}: sealed {s:,.0f}/s vs unsealed {u:,.0f}/s -> sealing costs {100 * (1 - s / u):.1f}% "
               f"(median of {args.runs})")
+    real.close()
+    namespaces.finish(settings, base, args.keep)   # the key store's schema of the codec runs
 
 
 if __name__ == "__main__":

@@ -146,6 +146,8 @@ def main() -> None:
         sup.stop()
         if out.getvalue():
             print(out.getvalue())
+        from bench import namespaces
+        print(namespaces.kept(settings.namespace))
 
 
 if __name__ == "__main__":

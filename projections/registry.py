@@ -24,3 +24,17 @@ def build_projector(name: str, settings: Settings, generation: str | None = None
     if generation is not None and isinstance(projector, GraphProjector):
         projector.generation = generation
     return projector
+
+
+def checksums(settings: Settings, names=PROJECTORS) -> dict[str, str]:
+    """Each named projection's content checksum (`Projector.checksum`): what rebuild and replay
+    comparisons diff, what a drop or a rebalance must leave as it was."""
+    out = {}
+    for name in names:
+        p = build_projector(name, settings)
+        p.setup()
+        try:
+            out[name] = p.checksum()
+        finally:
+            p.close()
+    return out

@@ -21,6 +21,7 @@ from memstream.ids import uuid7
 from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector
+from projections.registry import checksums as projection_checksums
 from memstream.app.workers import worker_command
 from projections import graph_generation, pg
 from projections.batching import Grouping, grouped_runs
@@ -85,15 +86,7 @@ def build_live(ns, keys, names=PROJECTORS) -> None:
 
 
 def checksums(ns, names=PROJECTORS) -> dict[str, str]:
-    out = {}
-    for name in names:
-        p = build_projector(name, ns)
-        p.setup()
-        try:
-            out[name] = p.checksum()
-        finally:
-            p.close()
-    return out
+    return projection_checksums(ns, names)
 
 
 def log_total(ns, topics=("turns", "tasks", "facts", "memory")) -> int:

@@ -347,6 +347,38 @@ def cmd_topics(args) -> None:
     print("created: " + (", ".join(created) if created else "nothing (all topics exist)"))
 
 
+def cmd_namespace(args) -> None:
+    from replay import namespaces
+    settings = get_settings()
+    if args.action == "list":
+        found = namespaces.list_namespaces(settings)
+        if args.json:
+            sys.stdout.write(orjson.dumps([f.as_dict() for f in found], option=orjson.OPT_INDENT_2).decode() + "\n")
+            return
+        print(f"{'namespace':<32} {'topics':>6} {'groups':>6} {'schemas':>7} {'keys':>4} {'graph nodes':>11}")
+        for f in found:
+            print(f"{f.namespace:<32} {len(f.topics):>6} {len(f.groups):>6} {len(f.schemas):>7} "
+                  f"{'yes' if f.key_schemas else '-':>4} {f.graph_nodes:>11,}"
+                  + ("   (the configured namespace)" if f.namespace == settings.namespace else ""))
+        return
+    if not args.name:
+        raise InvalidInput("namespace drop needs the namespace's name (see `memstream namespace list`)")
+    fp = namespaces.drop(settings, args.name, force=args.force) if args.yes else namespaces.footprint(settings, args.name)
+    if args.json:
+        sys.stdout.write(orjson.dumps({"dropped": args.yes, **fp.as_dict()}, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if fp.empty:
+        print(f"namespace {args.name}: nothing on the stack")
+        return
+    print(f"namespace {args.name}{' (in use: ' + ', '.join(fp.active_groups) + ')' if fp.active_groups else ''}:\n"
+          f"  topics       {', '.join(fp.topics) or '-'}\n  groups       {', '.join(fp.groups) or '-'}\n"
+          f"  ACL bindings {fp.acls}\n  schemas      {', '.join(fp.schemas) or '-'}\n"
+          f"  key store    {', '.join(fp.key_schemas) or '-'}\n  graph nodes  {fp.graph_nodes:,}\n"
+          f"  files        {', '.join(fp.files) or '-'}")
+    print("dropped." if args.yes else "nothing dropped: run again with --yes to drop all of it "
+          "(its data keys too: what its log sealed becomes unreadable)")
+
+
 def cmd_llm(args) -> None:
     from memstream.app.llm_serve import serve
     serve(get_settings(), args.host, args.port, args.n_ctx)
@@ -524,6 +556,14 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("topics", help="create the namespace's topics")
     s.add_argument("action", choices=["create"])
     s.set_defaults(fn=cmd_topics)
+
+    s = sub.add_parser("namespace", help="what a namespace (a benchmark's, a test's) holds on the stack; drop one whole")
+    s.add_argument("action", choices=["list", "drop"])
+    s.add_argument("name", nargs="?", help="drop: the namespace (its shadows <name>__… go with it)")
+    s.add_argument("--yes", action="store_true", help="drop: really drop (without it: show what would go)")
+    s.add_argument("--force", action="store_true", help="drop: even while its consumer groups have members")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_namespace)
 
     s = sub.add_parser("llm", help="a small local LLM for the LLM channel (optional extra: .[llm])")
     s.add_argument("action", choices=["serve"])

@@ -1,0 +1,43 @@
+"""Benchmarks' namespaces: every run writes into a namespace of its own, never the configured one
+(300,000 benchmark turns in `memstream` are the next `memstream run`'s backlog of hours).
+
+Benchmarks whose namespace is only a by-product drop it when they end (`--keep` keeps it for a
+look); the ones whose namespace is worth reusing (LoCoMo ingests, rebuild logs, recall data, a
+soak's history) keep it and print the command that drops it. `memstream namespace list` shows
+every namespace on the stack; `memstream namespace drop NS --yes` removes one whole
+(replay/namespaces.py).
+"""
+from __future__ import annotations
+
+import argparse
+import uuid
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:6]}"
+
+
+def add_arguments(ap: argparse.ArgumentParser, prefix: str) -> None:
+    ap.add_argument("--namespace", default=None, help=f"namespace to write into (default: a fresh {prefix}…)")
+    ap.add_argument("--keep", action="store_true", help="keep the namespace at the end (default: drop it)")
+
+
+def drop_command(namespace: str) -> str:
+    return f".venv/bin/memstream namespace drop {namespace} --yes"
+
+
+def kept(namespace: str) -> str:
+    return f"namespace {namespace} kept; drop it with: {drop_command(namespace)}"
+
+
+def finish(settings, namespace: str, keep: bool) -> None:
+    """At the end of a run, its workers stopped: drop the namespace, or say how to."""
+    if keep:
+        print(kept(namespace))
+        return
+    from replay.namespaces import drop
+    # force: the run's workers are stopped, but one killed by a fault it injected stays a group
+    # member until its session times out (15 s).
+    fp = drop(settings.model_copy(update={"namespace": namespace}), namespace, force=True)
+    print(f"namespace {namespace} dropped ({len(fp.topics)} topics, {len(fp.schemas)} schemas, "
+          f"{fp.graph_nodes:,} graph nodes; --keep keeps it)")
