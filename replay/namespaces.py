@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 
 from memstream.config import Settings
 from memstream.errors import InvalidInput, MemstreamError
+from replay import stores
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 # A worker's log is `<ns>-<worker label>.log` (memstream/app/workers.py: `memory`, `memory.2`,
@@ -130,9 +130,9 @@ def _acl_filters(namespace: str) -> list:
                              b.permission_type) for b in namespace_acls([namespace]) if str(b) not in shared]
 
 
-def footprint(settings: Settings, namespace: str, timeout: float = 30.0) -> Footprint:
+def footprint(settings: Settings, namespace: str, timeout: float = 30.0, admin=None) -> Footprint:
     check_name(namespace)
-    admin = _admin(settings)
+    admin = admin or _admin(settings)
     fp = Footprint(namespace)
     fp.topics = sorted(t for t in admin.list_topics(timeout=timeout).topics if owns(namespace, t, "."))
     listed = admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout)
@@ -190,12 +190,12 @@ def drop(settings: Settings, namespace: str, force: bool = False, timeout: float
        remaining data is still readable and the drop can simply be run again.
     6. Files: state and logs of workers that no longer run.
     """
-    fp = footprint(settings, namespace)
+    admin = _admin(settings)
+    fp = footprint(settings, namespace, admin=admin)
     # 1.
     if fp.active_groups and not force:
         raise NamespaceInUse(f"namespace {namespace!r} is in use: {', '.join(fp.active_groups)} "
                              "have members (stop its workers first, or pass --force)")
-    admin = _admin(settings)
     # 2.
     if fp.topics:
         for topic, fut in admin.delete_topics(fp.topics, operation_timeout=timeout).items():
@@ -215,23 +215,17 @@ def drop(settings: Settings, namespace: str, force: bool = False, timeout: float
     for fut in admin.delete_acls(_acl_filters(namespace), request_timeout=timeout).values():
         fut.result(timeout=timeout)
     # 4.
-    _drop_schemas(settings, settings.pg_database, fp.schemas)
+    for schema in fp.schemas:
+        stores.drop_schema(settings, schema)
     if fp.graph_nodes:
         _drop_graph(settings, namespace)
     # 5.
-    _drop_schemas(settings, settings.pg_keys_database, fp.key_schemas)
+    for schema in fp.key_schemas:
+        stores.drop_schema(settings, schema, settings.pg_keys_database)
     # 6.
     for p in map(Path, fp.files):
         shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
     return fp
-
-
-def _drop_schemas(settings: Settings, database: str, schemas: list[str]) -> None:
-    if not schemas:
-        return
-    with psycopg.connect(settings.pg_dsn(database), autocommit=True) as conn:
-        for schema in schemas:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def _drop_graph(settings: Settings, namespace: str, batch: int = 10_000) -> None:

@@ -88,8 +88,8 @@ def table_exists(conn: psycopg.Connection, schema: str, table: str) -> bool:
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{table}"',)).fetchone()[0]
 
 
-def drop_schema(settings: Settings, schema: str) -> None:
-    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+def drop_schema(settings: Settings, schema: str, database: str | None = None) -> None:
+    with psycopg.connect(settings.pg_dsn(database), autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 

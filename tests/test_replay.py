@@ -20,8 +20,7 @@ from memstream.bus import EventProducer, ensure_topics
 from memstream.ids import uuid7
 from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
-from projections.registry import PROJECTORS, build_projector
-from projections.registry import checksums as projection_checksums
+from projections.registry import PROJECTORS, build_projector, checksums
 from memstream.app.workers import worker_command
 from projections import graph_generation, pg
 from projections.batching import Grouping, grouped_runs
@@ -83,10 +82,6 @@ def mixed_log(prefix: str, n_memory: int, dim: int) -> list[tuple[str, Envelope]
 def build_live(ns, keys, names=PROJECTORS) -> None:
     for name in names:
         ProjectorRunner(build_projector(name, ns), ns, keys).run(idle_exit_after=2.0)
-
-
-def checksums(ns, names=PROJECTORS) -> dict[str, str]:
-    return projection_checksums(ns, names)
 
 
 def log_total(ns, topics=("turns", "tasks", "facts", "memory")) -> int:
