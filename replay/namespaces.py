@@ -20,6 +20,7 @@ its topics and tables from nothing.
 """
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ import psycopg
 
 from memstream.config import Settings
 from memstream.errors import InvalidInput, MemstreamError
+from memstream.resilience import TRANSIENT, Unavailable, classify
 from replay import stores
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
@@ -83,6 +85,24 @@ def namespace_of(name: str, sep: str) -> str:
     return base.split("__", 1)[0]
 
 
+def _outage_is_an_error(fn):
+    """A store that does not answer is the operator's to fix, not a traceback: Unavailable
+    (exit 2) naming it. A drop cut short this way is finished by running it again (drop's steps)."""
+    @functools.wraps(fn)
+    def wrapper(settings: Settings, *args, **kwargs):
+        try:
+            return fn(settings, *args, **kwargs)
+        except MemstreamError:
+            raise
+        except Exception as exc:
+            if classify(exc) != TRANSIENT:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise Unavailable(f"a store did not answer ({type(exc).__name__}: {first}); nothing past that "
+                              "point was dropped: run the command again once it is back") from exc
+    return wrapper
+
+
 # -- finding ------------------------------------------------------------------------------------
 
 def _admin(settings: Settings):
@@ -130,6 +150,7 @@ def _acl_filters(namespace: str) -> list:
                              b.permission_type) for b in namespace_acls([namespace]) if str(b) not in shared]
 
 
+@_outage_is_an_error
 def footprint(settings: Settings, namespace: str, timeout: float = 30.0, admin=None) -> Footprint:
     check_name(namespace)
     admin = admin or _admin(settings)
@@ -151,6 +172,7 @@ def footprint(settings: Settings, namespace: str, timeout: float = 30.0, admin=N
     return fp
 
 
+@_outage_is_an_error
 def list_namespaces(settings: Settings, timeout: float = 30.0) -> list[Footprint]:
     """Every namespace with something on the stack (its shadows counted in it), by name."""
     admin = _admin(settings)
@@ -176,6 +198,7 @@ def list_namespaces(settings: Settings, timeout: float = 30.0) -> list[Footprint
 
 # -- dropping -----------------------------------------------------------------------------------
 
+@_outage_is_an_error
 def drop(settings: Settings, namespace: str, force: bool = False, timeout: float = 60.0) -> Footprint:
     """Remove everything the namespace owns (module docstring). Returns what was found and removed.
 

@@ -420,3 +420,43 @@ def test_a_record_that_kills_the_projector_every_time_is_dead_lettered_after_the
     _report("record that crashes the projector every time", 0, 0, time.monotonic() - t0, failures=failures)
     keys.close()
     keys_ref.close()
+
+
+def test_a_namespace_drop_cut_short_by_a_neo4j_outage_says_so_and_is_finished_by_running_it_again(
+        fault_base, monkeypatch):
+    """Neo4j down before a drop: Unavailable, nothing dropped. Down in the middle (after the
+    footprint, before the graph): Unavailable, the data keys still there (they go last); the
+    same drop once Neo4j is back leaves nothing of the namespace."""
+    from memstream.resilience import Unavailable
+    from replay import namespaces
+    from tests.test_namespaces import populate
+    s = populate(fault_base, f"{fault_base.namespace}drop{uuid.uuid4().hex[:4]}", 60)
+    before = namespaces.footprint(s, s.namespace)
+    assert before.topics and before.graph_nodes and before.key_schemas
+    neo4j = fault_service(s, "neo4j")
+    neo4j.stop()
+    try:
+        with pytest.raises(Unavailable, match="run the command again"):
+            namespaces.drop(s, s.namespace)
+    finally:
+        restart_service(s, "neo4j")
+    assert namespaces.footprint(s, s.namespace) == before, "a drop that could not see Neo4j dropped something"
+
+    real = namespaces.footprint
+
+    def footprint_then_outage(*args, **kwargs):
+        fp = real(*args, **kwargs)
+        neo4j.stop()
+        return fp
+    monkeypatch.setattr(namespaces, "footprint", footprint_then_outage)
+    try:
+        with pytest.raises(Unavailable):
+            namespaces.drop(s, s.namespace)
+    finally:
+        monkeypatch.setattr(namespaces, "footprint", real)
+        restart_service(s, "neo4j")
+    half = namespaces.footprint(s, s.namespace)
+    assert not half.topics and not half.schemas and half.graph_nodes == before.graph_nodes
+    assert half.key_schemas == before.key_schemas, "the data keys went before the rest of the namespace"
+    namespaces.drop(s, s.namespace)
+    wait_for(lambda: namespaces.footprint(s, s.namespace).empty, timeout=30, what="nothing of the namespace left")
