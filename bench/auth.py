@@ -123,7 +123,7 @@ def main() -> None:
     for k in (store, twin, cold):
         k.close()
     keys.close()
-    namespaces.finish(s, ns, args.keep)
+    namespaces.finish(s, args.keep)
 
 
 if __name__ == "__main__":

@@ -323,7 +323,7 @@ def freshness(consolidation_every: int, args) -> dict:
         stop_pipeline(procs)
         client.close()
         conn.close()
-        namespaces.finish(settings, settings.namespace, args.keep)
+        namespaces.finish(settings, args.keep)
 
 
 def freshness_report(args) -> None:

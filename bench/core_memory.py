@@ -60,7 +60,7 @@ def main() -> None:
             state = sum(map(len, states.values())) + sum(map(len, ledgers.values()))
             print(f"{i:>7} {rss_mib():>8.0f} {state / 2**20:>10.1f}", flush=True)
     keys.close()
-    namespaces.finish(settings, ns, args.keep)
+    namespaces.finish(settings, args.keep)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main() -> None:
         stop_pipeline({"extractor": proc})
         consumer.close()
         client.close()
-        namespaces.finish(settings, ns, args.keep)
+        namespaces.finish(settings, args.keep)
 
 
 if __name__ == "__main__":

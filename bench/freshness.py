@@ -64,7 +64,7 @@ def main() -> None:
     namespaces.add_arguments(ap, "bench")
     args = ap.parse_args()
     # The workers it starts read their namespace from the environment.
-    os.environ["MEMSTREAM_NAMESPACE"] = ns = args.namespace or namespaces.fresh("bench")
+    os.environ["MEMSTREAM_NAMESPACE"] = args.namespace or namespaces.fresh("bench")
     from memstream.config import get_settings
     from memstream.sdk import MemoryClient
     from memstream.app.workers import start_pipeline, stop_pipeline
@@ -140,7 +140,7 @@ def main() -> None:
         stop.set()
         stop_pipeline(procs)
         client.close()
-        namespaces.finish(settings, ns, args.keep)
+        namespaces.finish(settings, args.keep)
 
 
 if __name__ == "__main__":

@@ -22,22 +22,19 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str) -> None:
     ap.add_argument("--keep", action="store_true", help="keep the namespace at the end (default: drop it)")
 
 
-def drop_command(namespace: str) -> str:
-    return f".venv/bin/memstream namespace drop {namespace} --yes"
-
-
 def kept(namespace: str) -> str:
-    return f"namespace {namespace} kept; drop it with: {drop_command(namespace)}"
+    return f"namespace {namespace} kept; drop it with: .venv/bin/memstream namespace drop {namespace} --yes"
 
 
-def finish(settings, namespace: str, keep: bool) -> None:
-    """At the end of a run, its workers stopped: drop the namespace, or say how to."""
+def finish(settings, keep: bool) -> None:
+    """At the end of a run, its workers stopped: drop the run's namespace (settings.namespace), or
+    say how to."""
     if keep:
-        print(kept(namespace))
+        print(kept(settings.namespace))
         return
     from replay.namespaces import drop
     # force: the run's workers are stopped, but one killed by a fault it injected stays a group
     # member until its session times out (15 s).
-    fp = drop(settings.model_copy(update={"namespace": namespace}), namespace, force=True)
-    print(f"namespace {namespace} dropped ({len(fp.topics)} topics, {len(fp.schemas)} schemas, "
+    fp = drop(settings, settings.namespace, force=True)
+    print(f"namespace {settings.namespace} dropped ({len(fp.topics)} topics, {len(fp.schemas)} schemas, "
           f"{fp.graph_nodes:,} graph nodes; --keep keeps it)")

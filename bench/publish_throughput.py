@@ -47,7 +47,7 @@ def main() -> None:
             print(f"run {r + 1}: {rate:,.0f} turns/s")
     print(f"publish throughput (acks=all, idempotent, sealed): median {statistics.median(rates):,.0f} turns/s "
           f"over {args.runs} runs of {args.n:,} turns, {args.users} users, namespace {settings.namespace}")
-    namespaces.finish(settings, ns, args.keep)
+    namespaces.finish(settings, args.keep)
 
 
 if __name__ == "__main__":

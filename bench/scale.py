@@ -127,7 +127,7 @@ def throughput(turns: int, instances: int, keep: bool = False) -> dict:
     finally:
         sup.stop()
         keys.close()
-        namespaces.finish(s, s.namespace, keep)
+        namespaces.finish(s, keep)
     return {"instances": instances, "turns": turns, "rate": turns / (end - first), "wall_s": end - t0,
             "startup_s": first - t0}
 
@@ -159,7 +159,7 @@ def state_and_recovery(users: int, keep: bool = False) -> dict:
     finally:
         sup.stop()
         keys.close()
-        namespaces.finish(s, s.namespace, keep)
+        namespaces.finish(s, keep)
     return {"users": users, "publish_s": publish_s, "ingest_s": ingest_s, "rss_mib": rss,
             "state_mib": sum(t["bytes"] for t in tables.values()) / 2**20 if tables else None,
             "recovery_s": recovered - killed}

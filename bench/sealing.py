@@ -79,7 +79,7 @@ def main() -> None:
                   f"session-windows projector {projector_rates[mode][-1]:,.0f} events/s")
             if mode == "sealed":
                 client.keys.close()
-            namespaces.finish(ns, ns.namespace, args.keep)
+            namespaces.finish(ns, args.keep)
     # 3. the codec alone (no I/O): encode + decode of a fact with a 384-d embedding, µs per event
     from memstream.privacy.keystore import KeyStore
     from schemas.codec import decode, encode, make_envelope
@@ -104,7 +104,7 @@ def main() -> None:
         print(f"{name}: sealed {s:,.0f}/s vs unsealed {u:,.0f}/s -> sealing costs {100 * (1 - s / u):.1f}% "
               f"(median of {args.runs})")
     real.close()
-    namespaces.finish(settings, base, args.keep)   # the key store's schema of the codec runs
+    namespaces.finish(settings, args.keep)   # the key store's schema of the codec runs
 
 
 if __name__ == "__main__":
