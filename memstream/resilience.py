@@ -15,6 +15,7 @@ Three kinds (README "Operations: failure semantics"):
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 import socket
@@ -41,6 +42,7 @@ class StalePosition(MemstreamError):
     """A projector's position moved under it (another writer after a rebalance): drop the batch, re-seek."""
 
 
+@functools.cache   # first use, not import: psycopg and neo4j are ~0.3 s of CPU that `memstream status` never needs
 def _transient_types() -> tuple[type[BaseException], ...]:
     types: list[type[BaseException]] = [Unavailable, ConnectionError, TimeoutError, socket.timeout]
     try:
@@ -63,6 +65,7 @@ def _transient_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+@functools.cache
 def _data_types() -> tuple[type[BaseException], ...]:
     """Errors a database raises about the *values* it was given: deterministic, so poison."""
     types: list[type[BaseException]] = []
@@ -79,18 +82,14 @@ def _data_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
-TRANSIENT_TYPES = _transient_types()
-DATA_TYPES = _data_types()
-
-
 def classify(exc: BaseException) -> str:
     if isinstance(exc, StalePosition):
         return TRANSIENT  # handled apart by the runner (re-seek), never poison
     if isinstance(exc, UserErased):
         return DROPPED
-    if isinstance(exc, InvalidEvent) or isinstance(exc, DATA_TYPES):
+    if isinstance(exc, InvalidEvent) or isinstance(exc, _data_types()):
         return POISON
-    if isinstance(exc, TRANSIENT_TYPES):
+    if isinstance(exc, _transient_types()):
         return TRANSIENT
     try:
         from confluent_kafka import KafkaError, KafkaException
@@ -163,6 +162,11 @@ class Health:
 
     def __init__(self, settings, worker: str, interval: float = 1.0):
         self.path = health_file(settings, worker)
+        # The heartbeat thread also checks that a broker answers: a worker's Kafka client retries
+        # quietly inside faust/librdkafka while every broker is gone, and a fresh heartbeat alone
+        # showed such a worker "up" for minutes (`memstream pipeline status` shows it degraded).
+        self.brokers: list[str] = list(getattr(settings, "kafka_addresses", []) or [])
+        self.broker: dict | None = None   # {"state": "connected"|"lost", "since", "reason"?}; None: not probed yet
         self.worker = worker
         self.interval = interval
         self._lock = threading.Lock()
@@ -185,7 +189,17 @@ class Health:
     def snapshot(self) -> dict:
         with self._lock:
             return {"worker": self.worker, "pid": os.getpid(), "started": self.started, "heartbeat": time.time(),
-                    "components": {k: dict(v) for k, v in self._components.items()}, **self.extra}
+                    "components": {k: dict(v) for k, v in self._components.items()}, "broker": self.broker,
+                    **self.extra}
+
+    def check_broker(self) -> None:
+        """Record whether any broker accepts a connection (state, since when, and why not)."""
+        if not self.brokers:
+            return
+        reason = unreachable(self.brokers)
+        state = "lost" if reason else "connected"
+        since = self.broker["since"] if self.broker and self.broker["state"] == state else time.time()
+        self.broker = {"state": state, "since": since, **({"reason": reason} if reason else {})}
 
     def write(self) -> None:
         try:
@@ -199,7 +213,9 @@ class Health:
     def start(self) -> "Health":
         def beat():
             while not self._stop.wait(self.interval):
+                self.check_broker()
                 self.write()
+        self.check_broker()
         self.write()
         self._thread = threading.Thread(target=beat, name="health", daemon=True)
         self._thread.start()
@@ -208,6 +224,35 @@ class Health:
     def stop(self) -> None:
         self._stop.set()
         self.write()
+
+
+def unreachable(addresses: list[str], timeout: float = 0.5) -> str | None:
+    """None when at least one of the brokers (host:port) accepts a TCP connection; else why each did
+    not, e.g. "127.0.0.1:29092: connection refused". A connect, not a Kafka request: cheap enough
+    for a heartbeat, and a dead or unreachable broker is exactly what it tells apart."""
+    problems = []
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+            return None
+        except TimeoutError:
+            problems.append(f"{address}: no answer in {timeout:g} s")
+        except OSError as exc:
+            problems.append(f"{address}: {describe(exc)}")
+    return "; ".join(problems)
+
+
+def describe(exc: BaseException) -> str:
+    """An error as one line that always says something: `TimeoutError()` has an empty str(), and
+    "TimeoutError: " told an operator nothing. OSErrors say their strerror, lower-cased like a clause."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if text:
+        return f"{type(exc).__name__}: {text}"
+    fallback = {"TimeoutError": "no answer before the time-out", "CancelledError": "cancelled"}
+    return f"{type(exc).__name__}: {fallback.get(type(exc).__name__, 'no message (' + repr(exc) + ')')}"
 
 
 def read_health(settings) -> dict[str, dict]:

@@ -39,7 +39,7 @@ os.environ.setdefault("MEMSTREAM_METRICS_PORT", str(_free_port_block()))
 from memstream.config import Settings, get_settings  # noqa: E402
 
 # Tests that stop services and kill brokers on their private stacks (tests/helpers.py): one group.
-FAULT_MODULES = {"test_faults_pipeline", "test_faults_projectors"}
+FAULT_MODULES = {"test_faults_pipeline", "test_faults_projectors", "test_faults_status"}
 
 
 def pytest_xdist_make_scheduler(config, log):

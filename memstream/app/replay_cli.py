@@ -6,8 +6,18 @@ from datetime import datetime
 
 import orjson
 
-from memstream.config import get_settings
 from memstream.errors import MemstreamError
+
+# The projectors' names, for --projection's choices and help. projections/registry.py is the
+# source (PROJECTORS); importing it loads every projector and its store clients (~0.5 s of CPU),
+# so argument parsing keeps this copy and tests/test_cli_startup.py checks the two agree.
+PROJECTOR_NAMES = ("kv-preferences", "pgvector-items", "neo4j-graph", "task-buffers", "session-windows",
+                   "audit-index")
+
+
+def get_settings():
+    from memstream.config import get_settings as settings   # pydantic: only when a command runs
+    return settings()
 
 
 def parse_time(text: str | None, flag: str) -> datetime | None:
@@ -98,8 +108,7 @@ def cmd_audit(args) -> None:
 
 
 def add_parsers(sub) -> None:
-    from projections.registry import PROJECTORS
-    choices = [*PROJECTORS, "all"]
+    choices = [*PROJECTOR_NAMES, "all"]
 
     r = sub.add_parser("replay", help="rebuild projections from the log, verify them, or re-derive memory what-if")
     rs = r.add_subparsers(dest="replay_cmd", required=True)

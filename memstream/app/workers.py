@@ -5,7 +5,7 @@
 which one and why. Each can be started alone with `memstream worker NAME`, which exits non-zero on
 a fatal error. Every worker writes a heartbeat with per-component state
 (`<stack_dir>/run/health/<ns>-<worker>.json`, memstream/resilience.py) that
-`memstream pipeline status` reads.
+`memstream pipeline status` reads (memstream/app/status.py).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 
 from memstream.config import Settings
-from memstream.resilience import Backoff, Health, health_file, pid_alive, read_health
+from memstream.resilience import Backoff, Health, health_file
 from projections.registry import PROJECTORS, build_projector
 
 log = logging.getLogger("memstream.supervisor")
@@ -310,27 +310,3 @@ class Supervisor:
         self._due.clear()
         self.write_health()
 
-
-def pipeline_status(settings: Settings, stale_after: float = 5.0) -> dict:
-    """Per worker: pid, alive, heartbeat age, restarts (from the supervisor), per-component states."""
-    now = time.time()
-    files = read_health(settings)
-    sup = files.pop("supervisor", None)
-    sup_workers = (sup or {}).get("workers", {}) if sup and pid_alive(sup.get("pid", 0)) else {}
-    out = {}
-    for name in sorted(set(files) | set(sup_workers)):
-        h = files.get(name, {})
-        pid = h.get("pid") or sup_workers.get(name, {}).get("pid")
-        alive = bool(pid) and pid_alive(pid)
-        age = now - h["heartbeat"] if "heartbeat" in h else None
-        state = "down" if not alive else ("stale" if age is None or age > stale_after else "up")
-        comps = h.get("components", {}) if alive else {}
-        if state == "up" and any(c.get("state") == "waiting" for c in comps.values()):
-            state = "waiting"
-        out[name] = {"state": state, "pid": pid if alive else None, "heartbeat_age_s": round(age, 1) if age is not None else None,
-                     "restarts": sup_workers.get(name, {}).get("restarts"),
-                     "last_exit": sup_workers.get(name, {}).get("last_exit"),
-                     "metrics": h.get("metrics") if alive else None,   # {"port": …}: its /metrics endpoint
-                     "components": {k: {**v, "for_s": round(now - v["since"], 1) if v.get("since") else None}
-                                    for k, v in comps.items()}}
-    return {"supervisor": {"pid": sup["pid"], "alive": pid_alive(sup["pid"])} if sup else None, "workers": out}
