@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     kafka_port: int = Field(29092, description="Kafka broker port (of broker 1; broker k listens 100·(k-1) above it).")
     kafka_controller_port: int = Field(29093, description="Kafka KRaft controller port (of node 1; node k listens 100·(k-1) above it).")
     kafka_brokers: int | None = Field(None, ge=1, le=9, description="Nodes of the local stack's Kafka cluster (KRaft, each node a broker and a controller voter). Unset: the number the stack was created with (`memstream stack up --brokers N` records it in <stack_dir>/kafka/brokers), else 1. A stack's count is fixed once its log is formatted. With 3 or more, every topic has 3 replicas and min.insync.replicas 2: an acks=all write survives the loss of one broker.")
+    kafka_bootstrap_servers: str | None = Field(None, description="Every broker's host:port, comma-separated, instead of the addresses derived from kafka_host, kafka_port and kafka_brokers: for brokers that do not share one host (docker-compose.cluster.yml: kafka:19092,kafka-2:19092,kafka-3:19092). Unless kafka_brokers is set, the cluster's size is the number listed.")
     kafka_heap: str = Field("512m", description="Kafka JVM heap (-Xmx); sized to keep the stack under 4 GiB.")
     pg_host: str = Field("127.0.0.1", description="Postgres host.")
     pg_port: int = Field(55432, description="Postgres port.")
@@ -162,6 +163,8 @@ class Settings(BaseSettings):
             return self.kafka_brokers
         try:
             return int((self.stack_dir / "kafka" / "brokers").read_text().strip())
+        if self.kafka_bootstrap_servers:
+            return len(self.kafka_addresses)
         except (FileNotFoundError, ValueError):
             return 1
 
@@ -174,6 +177,8 @@ class Settings(BaseSettings):
         """host:port of every broker, so a client starting while one is down still finds the cluster."""
         return [f"{self.kafka_host}:{self.kafka_node_ports(k)[0]}" for k in range(1, self.kafka_cluster_size + 1)]
 
+        if self.kafka_bootstrap_servers:
+            return [a.strip() for a in self.kafka_bootstrap_servers.split(",") if a.strip()]
     @property
     def kafka_bootstrap(self) -> str:
         """bootstrap.servers: every broker."""
