@@ -161,10 +161,10 @@ class Settings(BaseSettings):
         """Brokers of the Kafka cluster: the setting, else what `stack up --brokers N` recorded, else 1."""
         if self.kafka_brokers is not None:
             return self.kafka_brokers
-        try:
-            return int((self.stack_dir / "kafka" / "brokers").read_text().strip())
         if self.kafka_bootstrap_servers:
             return len(self.kafka_addresses)
+        try:
+            return int((self.stack_dir / "kafka" / "brokers").read_text().strip())
         except (FileNotFoundError, ValueError):
             return 1
 
@@ -175,10 +175,10 @@ class Settings(BaseSettings):
     @property
     def kafka_addresses(self) -> list[str]:
         """host:port of every broker, so a client starting while one is down still finds the cluster."""
-        return [f"{self.kafka_host}:{self.kafka_node_ports(k)[0]}" for k in range(1, self.kafka_cluster_size + 1)]
-
         if self.kafka_bootstrap_servers:
             return [a.strip() for a in self.kafka_bootstrap_servers.split(",") if a.strip()]
+        return [f"{self.kafka_host}:{self.kafka_node_ports(k)[0]}" for k in range(1, self.kafka_cluster_size + 1)]
+
     @property
     def kafka_bootstrap(self) -> str:
         """bootstrap.servers: every broker."""
