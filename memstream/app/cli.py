@@ -339,6 +339,11 @@ def _api_keys(args) -> None:
         keys.close()
 
 
+def cmd_init(args) -> None:
+    from memstream.app.init_cmd import cmd_init as init   # lazy: secrets, topics, tables, the admin key
+    init(args)
+
+
 def cmd_topics(args) -> None:
     from memstream.bus import ensure_topics
     created = ensure_topics(get_settings())
@@ -550,6 +555,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="create-api-key: a label")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_keys)
+
+    s = sub.add_parser("init", help="set up a namespace on running Kafka/Postgres/Neo4j: secrets, topics, ACLs, "
+                                    "tables, the admin API key (idempotent; docker-compose's init service)")
+    s.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the services to answer (default 120)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_init)
 
     s = sub.add_parser("topics", help="create the namespace's topics")
     s.add_argument("action", choices=["create"])
