@@ -13,15 +13,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 import orjson
-from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
+from confluent_kafka.admin import AdminClient
 
 from memstream.config import Settings
-from memstream.errors import InvalidEvent, MemstreamError, UserErased
+from memstream import metrics
+from memstream.errors import ClockAhead, InvalidEvent, MemstreamError, UserErased
 from memstream.kafka_auth import ADMIN, PUBLISHER, Principal, ensure_namespace_acls, kafka_config
+from memstream.topology import LOG_TOPICS as TOPICS  # re-exported: callers name the log topics through bus
 from schemas.codec import KeyRing, check_user_id, seal_blob
 
-TOPICS = ("turns", "tasks", "facts", "memory", "deadletter")
 PARTITIONER = "murmur2_random"
 
 
@@ -79,38 +80,21 @@ class LogEnds:
                 self._consumer = None
 
 
-def ensure_topics(settings: Settings, timeout: float = 30.0) -> list[str]:
-    """Create the namespace's topics if missing: infinite retention, settings.partitions each;
-    and the ACLs that let the worker and publisher principals use the namespace (memstream/kafka_auth.py).
+def ensure_topics(settings: Settings, timeout: float = 30.0, align: bool = False) -> list[str]:
+    """Create the namespace's topics if missing — the log (infinite retention, settings.partitions
+    each) and the stream processors' state changelogs (memstream/topology.py: why both, and why
+    before any worker starts) — and the ACLs that let the worker and publisher principals use the
+    namespace (memstream/kafka_auth.py). A topic with another partition count is a TopologyMismatch
+    naming it. `align` also sets the wanted configs on topics made before them (workers do, at start).
     Runs as the admin principal (the only one allowed to create topics and ACLs)."""
+    from memstream import topology
     admin = AdminClient(kafka_config(settings, ADMIN))
     # Before the topics: a worker waiting for them must be able to use them the moment they exist.
     ensure_namespace_acls(admin, settings, timeout=timeout)
-    existing = set(admin.list_topics(timeout=timeout).topics)
-    wanted = [settings.topic(name) for name in TOPICS]
-    # Infinite retention: the log is the truth (law 1) and is never trimmed by time or size.
-    # On a cluster: 3 replicas, and an acks=all write needs 2 of them (Settings.kafka_min_insync).
-    config = {"retention.ms": "-1", "retention.bytes": "-1", "min.insync.replicas": str(settings.kafka_min_insync)}
-    new = [NewTopic(t, num_partitions=settings.partitions, replication_factor=settings.kafka_replication_factor,
-                    config=config)
-           for t in wanted if t not in existing]
-    if new:
-        for topic, fut in admin.create_topics(new, operation_timeout=timeout).items():
-            try:
-                fut.result()
-            except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise
-        # A created topic's partitions get their leader a moment later; callers that read
-        # offsets at once would see NOT_LEADER_FOR_PARTITION, so return only when they have one.
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            md = admin.list_topics(timeout=timeout).topics
-            if all(t.topic in md and md[t.topic].partitions and
-                   all(p.leader >= 0 for p in md[t.topic].partitions.values()) for t in new):
-                break
-            time.sleep(0.1)
-    return [t.topic for t in new]
+    created = topology.create_missing(admin, settings, timeout=timeout)
+    if align:
+        topology.align_configs(admin, settings, timeout=timeout)
+    return created
 
 
 def producer_config(settings: Settings, principal: Principal, **extra) -> dict:
@@ -137,6 +121,11 @@ class EventProducer:
 
     def __init__(self, settings: Settings, principal: Principal, **extra):
         self._producer = Producer(producer_config(settings, principal, **extra))
+        # How far this host's clock ran ahead of the broker's at the last delivery (seconds;
+        # negative: behind): the topics use LogAppendTime, so each delivery report carries the
+        # broker's clock. Publishers stamping event times from the host clock check it
+        # (check_clock): a host whose clock runs ahead would date every user's events in the future.
+        self.clock_ahead_s = 0.0
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="kafka-delivery", daemon=True)
         self._poller.start()
@@ -148,10 +137,18 @@ class EventProducer:
     def send(self, topic: str, key: str, value: bytes, headers: dict[str, bytes] | None = None) -> Future:
         fut: Future = Future()
 
+        sent_at = time.time()
+
         def delivered(err, msg) -> None:
             if err is not None:
                 fut.set_exception(MemstreamError(f"publish to {topic} failed: {err}"))
             else:
+                kind, broker_ms = msg.timestamp()
+                if kind == TIMESTAMP_LOG_APPEND_TIME:
+                    # The host's clock when it sent vs the broker's when it appended: the delay in
+                    # between only makes the host look behind, never ahead.
+                    self.clock_ahead_s = sent_at - broker_ms / 1000
+                    metrics.clock_ahead(self.clock_ahead_s)
                 fut.set_result(Position(msg.topic(), msg.partition(), msg.offset()))
 
         while True:
@@ -161,6 +158,14 @@ class EventProducer:
             except BufferError:
                 # Local queue full: let deliveries drain, then retry (back-pressure, not loss).
                 self._producer.poll(0.05)
+
+    def check_clock(self, max_ahead_s: float) -> None:
+        """Refuse to stamp event times with a clock that ran ahead of the broker's at the last
+        delivery (ClockAhead): consumers would dead-letter those events (schemas/records.py)."""
+        if self.clock_ahead_s > max_ahead_s:
+            raise ClockAhead(f"this host's clock is {self.clock_ahead_s:.0f} s ahead of the Kafka broker's (more than "
+                             f"MEMSTREAM_MAX_FUTURE_SKEW_S={max_ahead_s:g}): events stamped with it would be dated in the "
+                             "future and refused downstream; fix the host's time (NTP) and retry")
 
     def flush(self, timeout: float = 30.0) -> None:
         left = self._producer.flush(timeout)
@@ -176,15 +181,6 @@ class EventProducer:
 # A dead-letter copy is the original sealed (base64, +33%) inside a JSON body: above this size only
 # its digest is kept, so the dead letter itself always fits a Kafka request (1 MiB by default).
 DEAD_LETTER_RAW_LIMIT = 256 * 1024
-
-
-def check_record_key(key: bytes | None, user: str) -> None:
-    """Law 4 at the consumer: a record's key must be its envelope's user, or it sits in the wrong
-    partition (another processor instance decides for that user). Such a record is poison."""
-    if key is None:
-        raise InvalidEvent(f"record has no key (expected the user id {user!r}): it may sit in another partition than the user's events")
-    if key != user.encode():
-        raise InvalidEvent(f"record key {key[:64]!r} is not its envelope's user {user[:64]!r}")
 
 
 def dead_letter_record(keys: KeyRing, *, reason: str, topic: str, partition: int, offset: int,

@@ -34,6 +34,11 @@ class UserErased(MemstreamError):
     sealed (publishing for them fails with this; consumers drop such events and count them)."""
 
 
+class ClockAhead(MemstreamError):
+    """This host's clock runs ahead of the broker's by more than MEMSTREAM_MAX_FUTURE_SKEW_S: events it
+    stamps would be dated in the future and refused by every consumer, so it publishes none."""
+
+
 class Timeout(MemstreamError):
     """A wait (e.g. read-your-writes) ran past its deadline."""
 

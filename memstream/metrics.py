@@ -48,6 +48,9 @@ EMBED_SECONDS = Histogram("memstream_embedder_seconds", "Embedder call latency (
 RETRIES = Counter("memstream_transient_retries", "Retries after a transient failure (a service away), by component.",
                   ["component"])
 WAITING = Gauge("memstream_waiting", "1 while a component waits out a transient failure, else 0.", ["component"])
+CLOCK_AHEAD = Gauge("memstream_clock_ahead_seconds", "How far this host's clock ran ahead of the Kafka broker's at "
+                    "the last delivery (negative: behind; includes the delivery delay). Past MEMSTREAM_MAX_FUTURE_SKEW_S "
+                    "the SDK refuses to stamp event times.")
 WORKER = Gauge("memstream_worker_info", "1 for the worker this process is (its namespace and name).",
                ["namespace", "worker"])
 
@@ -111,13 +114,16 @@ def decision(event_type: str) -> None:
 
 
 # Dead-letter reasons are free text (they name fields, sizes, ids): the label is a kind of them.
-# Ordered: the first match wins. The texts come from memstream/bus.py, schemas/codec.py,
+# Ordered: the first match wins. The texts come from memstream/bus.py, schemas/codec.py, schemas/records.py,
 # memstream/crash_ledger.py, streams/app.py and projections/runner.py.
 _REASON_KINDS = (
     ("times with this record in flight", "crash_loop"),
     ("record has no key", "bad_key"),
     ("record key ", "bad_key"),
     ("unknown event ", "unknown_version"),
+    ("unknown key id", "unknown_key"),   # schemas/records.py and the key store: not sealed by us
+    ("is before 1970-01-01", "bad_time"),
+    ("after the broker appended", "bad_time"),
     ("sealed", "unsealable"),            # malformed base64, short ciphertext, failed authentication
     ("not valid base64", "unsealable"),
     ("empty record", "empty"),
@@ -138,6 +144,13 @@ def dead_lettered(consumer: str, reason: str) -> None:
     _child(DEAD_LETTERS, (consumer, reason_kind(reason))).inc()
 
 
+def dead_letters_total(consumer: str) -> int:
+    """This process's dead letters for `consumer`, over every reason kind: what its health file
+    reports (streams/app.py DeadLetters.count), read from the metric itself."""
+    return int(sum(sample.value for family in DEAD_LETTERS.collect() for sample in family.samples
+                   if sample.name.endswith("_total") and sample.labels.get("consumer") == consumer))
+
+
 def projector_batch(projector: str, seconds: float, applied: int) -> None:
     _child(PROJECTOR_BATCH, (projector,)).observe(seconds)
     _child(PROJECTOR_BATCH_EVENTS, (projector,)).inc(applied)
@@ -151,6 +164,10 @@ def embedder_call(kind: str, outcome: str, seconds: float) -> None:
     _child(EMBED_CALLS, (kind, outcome)).inc()
     if outcome == "ok":
         _child(EMBED_SECONDS, (kind,)).observe(seconds)
+
+
+def clock_ahead(seconds: float) -> None:
+    CLOCK_AHEAD.set(seconds)
 
 
 def retry(component: str) -> None:

@@ -124,6 +124,13 @@ def classify(exc: BaseException) -> str:
     return FATAL
 
 
+def one_line(exc: BaseException) -> str:
+    """An error as one log line, whole: its type and its message with line breaks folded (never
+    an empty "TimeoutError: ")."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
+
+
 class Backoff:
     """Capped exponential backoff with full jitter: 0.2 s, 0.4 s, … up to `cap`, each × U(0.5, 1]."""
 

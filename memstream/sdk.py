@@ -69,8 +69,11 @@ class MemoryClient:
     def publish_nowait(self, topic: str, data: EventData, *, user: str, at: datetime | None = None,
                        correlation: str | None = None, causation: str | None = None) -> Future:
         check_id(user, "user id")
+        producer = self._producer_for(topic)
+        if at is None:
+            producer.check_clock(self.settings.max_future_skew_s)   # the host's clock stamps the event
         env = make_envelope(data, user=user, time=at, correlation=correlation, causation=causation, producer=PRODUCER)
-        sent = self._producer_for(topic).send(self.settings.topic(topic), user, encode(env, self.keys))
+        sent = producer.send(self.settings.topic(topic), user, encode(env, self.keys))
         metrics.produced("sdk", topic, env.type)
         return sent
 

@@ -32,14 +32,15 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from memstream.crash_ledger import CrashLedger, ledger_path
-from memstream.bus import EventProducer, check_record_key, dead_letter_key, dead_letter_record
+from memstream.bus import EventProducer, dead_letter_key, dead_letter_record
 from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
 from memstream.kafka_auth import WORKER, Principal, kafka_config
 from memstream.resilience import POISON, TRANSIENT, Backoff, Health, StalePosition, Unavailable, classify
-from schemas.codec import KeyRing, decode
+from schemas.codec import KeyRing
 from schemas.envelope import Envelope
+from schemas.records import decode_confluent
 
 log = logging.getLogger("memstream.projector")
 
@@ -340,8 +341,7 @@ class ProjectorRunner:
                 recs.append(_Rec(m, tp, None, {}))
                 continue
             try:
-                env = decode(m.value(), self.keys)
-                check_record_key(m.key(), env.user)
+                env = decode_confluent(m, self.keys, self.settings.max_future_skew_s)
             except InvalidEvent as exc:
                 dead.append((m, exc.reason))
                 recs.append(_Rec(m, tp, None, {}))

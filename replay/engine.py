@@ -37,7 +37,8 @@ from memstream.privacy.keystore import KeyStore
 from projections.registry import build_projector
 from projections.runner import Item, Projector, TopicPart
 from replay.progress import Progress
-from schemas.codec import KeyRing, decode
+from schemas.codec import KeyRing
+from schemas.records import decode_confluent
 
 log = logging.getLogger("memstream.replay")
 
@@ -109,7 +110,8 @@ def real_positions(positions: dict[TopicPart, int], topics: frozenset[str]) -> d
 class Replayer:
     def __init__(self, kafka: dict, keys: KeyRing, batch_size: int = 5000, progress_label: str | None = None,
                  progress: bool = True, stop_after: int | None = None, parallel: bool = True,
-                 partitions: set[int] | None = None, on_records=None):
+                 partitions: set[int] | None = None, on_records=None, *, max_future_skew_s: float):
+        self.max_future_skew_s = max_future_skew_s   # the live stages' bound (schemas/records.py)
         self.kafka = kafka                # kafka_auth.kafka_config(settings, ADMIN): replay is an operator's tool
         self.partitions = partitions      # only these partition numbers (a shard of a parallel replay)
         self.on_records = on_records      # called with each batch's record count (a shard reports to its parent)
@@ -221,7 +223,9 @@ class Replayer:
         if mark is not None:
             return tp, m.offset(), None, mark
         try:
-            env = decode(m.value(), self.keys)
+            # The live stages' decode path: a record they dead-lettered (a wrong key, a time past
+            # the broker's) is skipped here too, so a rebuild equals the live read models.
+            env = decode_confluent(m, self.keys, self.max_future_skew_s)
         except InvalidEvent:
             stats.undecodable += 1
             return tp, m.offset(), None, None
@@ -285,7 +289,7 @@ def _shard(args) -> ReplayStats:
         def report(n: int) -> None:
             with counter.get_lock():
                 counter.value += n
-        return Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size, progress=False,
+        return Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, batch_size=batch_size, progress=False,
                         partitions=partitions, on_records=report).run(projectors)
     finally:
         for p in projectors:

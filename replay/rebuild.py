@@ -168,7 +168,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
                  + (" (resuming)" if report.resumed else ""), progress)
 
             # 2. bulk load to the log end as of now (sharded by partition over processes if asked)
-            replayer = Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size, progress=progress,
+            replayer = Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, batch_size=batch_size, progress=progress,
                                 progress_label="rebuild", stop_after=stop_after)
             if workers > 1 and stop_after is None:
                 from replay.engine import load_parallel
@@ -195,7 +195,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
             with stores.WriterLocks(settings, names) as locks:
                 until = {p.name: catchup_targets(p.positions(), locks.positions.get(p.name, {}), topics_of(p))
                          for p in projectors}
-                report.catchup = Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size,
+                report.catchup = Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, batch_size=batch_size,
                                           progress=False).run(projectors, until)
                 for p in projectors:
                     p.close()

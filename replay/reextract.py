@@ -25,12 +25,13 @@ from datetime import datetime
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
-from memstream.bus import EventProducer, check_record_key
+from memstream.bus import EventProducer
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
 from memstream.kafka_auth import ADMIN, kafka_config
 from replay.engine import consumer, log_ends
-from schemas.codec import KeyRing, decode, encode
+from schemas.codec import KeyRing, encode
+from schemas.records import decode_confluent
 
 BATCH = 64
 
@@ -126,8 +127,7 @@ def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embe
             if not m.value():
                 continue
             try:
-                env = decode(m.value(), keys)
-                check_record_key(m.key(), env.user)
+                env = decode_confluent(m, keys, settings.max_future_skew_s)
             except InvalidEvent:
                 report.unreadable += 1
                 continue

@@ -34,7 +34,7 @@ from memstream.errors import InvalidEvent, MemstreamError
 from projections.runner import Item
 from replay import stores
 from replay.fetch import fetch
-from schemas.codec import decode
+from schemas.records import decode_confluent
 
 AS_OF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
 
@@ -77,9 +77,9 @@ def snapshot(settings: Settings, user: str, at: datetime, keys=None):
             if m is None:
                 continue
             try:
-                env = decode(m.value(), keys)
+                env = decode_confluent(m, keys, settings.max_future_skew_s)
             except InvalidEvent:
-                continue               # dead-lettered when it was first read
+                continue               # dead-lettered when it was first read (the same decode path)
             if env.user == user and env.time <= at:
                 items.append(Item(pos[0], pos[1], pos[2], env))
         for p in projectors:

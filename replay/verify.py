@@ -84,7 +84,7 @@ def verify(settings: Settings, projection: str | list[str] = "all", *, keys=None
                     stores.defer_indexes(shadow, stores.owned_tables(p))   # content only: never built
             # 1. up to where the live projections are now (without holding them)
             first = _live_positions(settings, names)
-            load = Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size, progress=progress,
+            load = Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, batch_size=batch_size, progress=progress,
                             progress_label="verify").run(projectors, {n: real_positions(first[n], topics_of(p))
                                                                       for n, p in zip(names, projectors)})
             for n in names:   # a dropped live store compares as empty (tables created outside the locks)
@@ -95,7 +95,7 @@ def verify(settings: Settings, projection: str | list[str] = "all", *, keys=None
             checks = []
             with stores.WriterLocks(settings, names) as locks:
                 until = {p.name: real_positions(locks.positions.get(p.name, {}), topics_of(p)) for p in projectors}
-                catchup = Replayer(kafka_config(settings, ADMIN), keys, batch_size=batch_size, progress=False).run(projectors, until)
+                catchup = Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, batch_size=batch_size, progress=False).run(projectors, until)
                 for p in projectors:
                     checks.append(_compare(settings, shadow, p, until[p.name], locks, rows))
             return VerifyReport(settings.namespace, checks, load, catchup)

@@ -133,6 +133,9 @@ def make_envelope(data: EventData, *, user: str, time: datetime | None = None, i
     when = time or datetime.now(timezone.utc)
     if when.tzinfo is None:
         raise InvalidEvent("event time must carry a timezone")
+    if when < _EPOCH:
+        raise InvalidEvent(f"event time {when.isoformat()} is before 1970-01-01: event ids are UUIDv7 "
+                           "(milliseconds since the Unix epoch)")
     return Envelope(id=id or uuid7(when), type=data.TYPE, version=data.VERSION, user=user, time=when,
                     causation=causation, correlation=correlation, producer=producer, data=data,
                     stored_version=data.VERSION)

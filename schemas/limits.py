@@ -14,7 +14,7 @@ pydantic validator that calls these turns them into a validation error naming th
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -60,14 +60,26 @@ def check_content(value: str, what: str = "content", max_chars: int | None = Non
     return value
 
 
+EARLIEST_EVENT_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def check_event_time(at: datetime | None, max_future_skew_s: float, now: datetime | None = None) -> datetime | None:
     """An event time given by a caller may lie in the past (back-fill) but not more than
     `max_future_skew_s` seconds in the future: a user's clock is their newest event time, and a
-    clock moved forward would make consolidation expire their memories."""
+    clock moved forward would make consolidation expire their memories.
+
+    Nor before 1970-01-01 (refused, not shifted): event ids are UUIDv7, whose time is milliseconds
+    since the Unix epoch, and an id must sort with its time. An event time is when something was
+    said or done to the agent — no agent turn predates 1970; a date a user talks about ("I was
+    born in 1962") is content, and stays content."""
     if at is None:
         return None
     if at.tzinfo is None:
         raise InvalidInput("at must carry a timezone, e.g. 2026-01-02T10:00:00+00:00")
+    if at < EARLIEST_EVENT_TIME:
+        raise InvalidInput(f"at {at.isoformat()} is before 1970-01-01T00:00:00+00:00, the earliest event time "
+                           "(event ids are UUIDv7: milliseconds since the Unix epoch); a date the user talks about "
+                           "belongs in the content")
     now = now or datetime.now(at.tzinfo)
     if at - now > timedelta(seconds=max_future_skew_s):
         raise InvalidInput(f"at {at.isoformat()} is more than {max_future_skew_s:g} s in the future "

@@ -29,14 +29,15 @@ import sys
 
 import faust
 
-from memstream import metrics, resilience
+from memstream import metrics, resilience, topology
 from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.kafka_auth import WORKER, faust_credentials, kafka_config
-from memstream.bus import check_record_key, dead_letter_key, dead_letter_record
+from memstream.bus import dead_letter_key, dead_letter_record
 from memstream.config import Settings
 from memstream.errors import InvalidEvent, UserErased
 from memstream.resilience import DROPPED, POISON, TRANSIENT, Backoff, classify
-from schemas.codec import KeyRing, decode, encode
+from schemas.codec import KeyRing, encode
+from schemas.records import decode_record
 from streams import offset_guard
 
 log = logging.getLogger("memstream.streams")
@@ -72,18 +73,8 @@ def make_app(name: str, settings: Settings) -> faust.App:
 
 
 def changelog_configs(settings: Settings) -> dict[str, str]:
-    """Topic configs of every state changelog, so compaction actually runs.
-
-    Kafka compacts only closed segments, and a segment closes after segment.ms (7 days by
-    default) or segment.bytes (1 GiB): with the defaults a changelog that rewrites each user's
-    state on every fact never compacts at all (212 MB on disk for 16 MB of live state in an
-    8-minute soak). Short segments, a low dirty ratio and a maximum compaction lag bound it to a
-    few times the live state. Tombstones (erased users) stay delete.retention.ms (1 day) so a
-    restoring replica sees them.
-    """
-    seg = settings.changelog_segment_ms
-    return {"cleanup.policy": "compact", "segment.ms": str(seg), "segment.bytes": str(16 * 1024 * 1024),
-            "min.cleanable.dirty.ratio": "0.1", "max.compaction.lag.ms": str(2 * seg)}
+    """Topic configs of every state changelog (memstream/topology.py says why these)."""
+    return topology.changelog_config(settings)
 
 
 # RocksDB per table partition (3 tables x MEMSTREAM_PARTITIONS stores in one memory worker), sized
@@ -100,27 +91,6 @@ def state_table(app: faust.App, settings: Settings, name: str):
     options = dict(ROCKSDB_OPTIONS) if settings.state_store == "rocksdb" else None   # faust pops from it: a copy
     return app.Table(name, default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes,
                      extra_topic_configs=changelog_configs(settings), options=options)
-
-
-def tune_changelogs(app: faust.App, settings: Settings, timeout: float = 30.0) -> list[str]:
-    """Apply changelog_configs to this app's changelog topics that already exist.
-
-    faust passes a table's topic configs only when it creates the topic, so changelogs created
-    before (or by an older version) would keep the never-compacting defaults. Incremental SET
-    leaves every other config of the topic as it is. Returns the topics altered.
-    """
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-    admin = AdminClient(kafka_config(settings, WORKER))
-    existing = set(admin.list_topics(timeout=timeout).topics)
-    names = [t.changelog_topic.get_topic_name() for t in app.tables.values()]
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in changelog_configs(settings).items()])
-        for name in names if name in existing]
-    if not resources:
-        return []
-    for fut in admin.incremental_alter_configs(resources).values():
-        fut.result(timeout=timeout)
-    return [r.name for r in resources]
 
 
 def report_table_sizes(app: faust.App, component: str, every: float = 15.0) -> None:
@@ -161,8 +131,14 @@ class DeadLetters:
     def __init__(self, app: faust.App, settings: Settings, consumer: str, keys: KeyRing):
         self.topic = raw_topic(app, settings.topic("deadletter"))
         self.consumer = consumer
+        self.component = consumer   # the health component that reports the count (Guard sets its own)
         self.keys = keys
-        self.count = 0
+
+    @property
+    def count(self) -> int:
+        """Dead letters this process sent for this consumer: the metric's own counter, so the health
+        file and /metrics can never disagree (they did: 0 in health beside 6 in the metric)."""
+        return metrics.dead_letters_total(self.consumer)
 
     async def send(self, event, exc: BaseException) -> None:
         """Dead-letter one record and wait until the dead letter is delivered (an oversized or
@@ -174,8 +150,9 @@ class DeadLetters:
             self.keys, reason=reason, topic=msg.topic, partition=msg.partition, offset=msg.offset,
             consumer=self.consumer, key=msg.key, raw=msg.value))
         await fut
-        self.count += 1
         metrics.dead_lettered(self.consumer, reason)
+        if resilience.CURRENT is not None:
+            resilience.CURRENT.update(self.component, dead_lettered=self.count)
 
 
 class CrashLooped(InvalidEvent):
@@ -211,6 +188,8 @@ class Guard:
     def __init__(self, component: str, dead: DeadLetters | None = None, settings: Settings | None = None):
         self.component = component
         self.dead = dead
+        if dead is not None:
+            dead.component = component
         self.retries = 0
         self.waiting = False
         self.dropped_erased = 0   # events of users erased after they were read (resilience.DROPPED)
@@ -275,9 +254,12 @@ class Guard:
                 self.retries += 1
                 self.waiting = True
                 delay = backoff.next()
+                # The whole message on one line: a multi-line error (faust's partition mismatch) cut
+                # to its first line hid its cause from the operator.
+                why = resilience.one_line(exc)
                 log.warning("%s: transient failure, retrying in %.1fs (attempt %d): %s", self.component, delay,
-                            backoff.attempt, str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
-                self._health("waiting", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                            backoff.attempt, why[:1000])
+                self._health("waiting", reason=why[:500])
                 await asyncio.sleep(delay)
 
 
@@ -299,14 +281,16 @@ def _count_dropped(guard: Guard, env) -> None:
         resilience.CURRENT.update(guard.component, dropped_erased=guard.dropped_erased)
 
 
-def decode_keyed(msg, keys: KeyRing):
-    """Decode a record and check its key is its envelope's user (InvalidEvent otherwise)."""
-    env = decode(msg.value, keys)
-    check_record_key(msg.key, env.user)
-    return env
+def decode_keyed(msg, keys: KeyRing, max_future_skew_s: float):
+    """Decode a faust record through the one decode path (schemas/records.py: its key is its
+    envelope's user, its time in range of the broker's append time); InvalidEvent otherwise."""
+    # faust gives the broker timestamp in seconds (float); 0 / None when the record has none.
+    appended = round(msg.timestamp * 1000) if msg.timestamp else None
+    return decode_record(msg.key, msg.value, keys, appended_ms=appended, max_future_skew_s=max_future_skew_s)
 
 
-async def user_turns(batch, keys: KeyRing, dead: DeadLetters, guard: Guard | None = None) -> list:
+async def user_turns(batch, keys: KeyRing, dead: DeadLetters, max_future_skew_s: float,
+                     guard: Guard | None = None) -> list:
     """The readable user turns of a batch, in order; unreadable records go to dead letters.
 
     Only what the user says about themselves is extracted, so assistant/system/tool turns and
@@ -321,7 +305,7 @@ async def user_turns(batch, keys: KeyRing, dead: DeadLetters, guard: Guard | Non
 
         async def one(event=event, got=got) -> None:
             got.clear()
-            got.append(decode_keyed(event.message, keys))
+            got.append(decode_keyed(event.message, keys, max_future_skew_s))
         if not await guard.run(one, event):
             continue
         env = got[0]

@@ -36,7 +36,7 @@ def build(settings: Settings, embedder: Embedder):
 
     async def extract_unit(batch) -> None:
         # 1. decode; bad records go to the dead-letter topic and the batch goes on
-        work = await user_turns(batch, keys, dead, guard)
+        work = await user_turns(batch, keys, dead, settings.max_future_skew_s, guard)
         # 2. extract and embed, off the event loop (once: retries below re-send, not re-embed)
         found: list = []
 

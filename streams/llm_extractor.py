@@ -48,7 +48,7 @@ def build(settings: Settings, embedder: Embedder, llm: LlmClient | None = None):
 
     async def extract_unit(batch) -> None:
         # 1. decode; bad records go to the dead-letter topic and the batch goes on
-        work = await user_turns(batch, keys, dead, guard)
+        work = await user_turns(batch, keys, dead, settings.max_future_skew_s, guard)
         # 2. the LLM's facts for the batch, classified and embedded (once: a retry re-sends)
         found = await core.facts_for(work) if work else []
 

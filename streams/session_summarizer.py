@@ -139,7 +139,7 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
         if watermarks.parse(msg.headers) is not None:
             return
         try:
-            turn = decode_keyed(msg, keys)
+            turn = decode_keyed(msg, keys, settings.max_future_skew_s)
         except InvalidEvent:
             return  # the extractor dead-letters bad turns (and key-less ones); once is enough
         if turn.erased or turn.type != "turn.recorded":

@@ -40,6 +40,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "memstream.metrics": (2, "core"),
     "memstream.lag": (2, "core"),
     "memstream.secret_files": (2, "core"),   # credential files stack up generates
+    "memstream.topology": (2, "core"),       # the namespace's topics and changelogs, made before workers
     "memstream.kafka_auth": (2, "core"),     # who talks to Kafka with which rights (clients' config)
     "memstream.neo4j_auth": (2, "core"),     # the Neo4j driver's credentials
     "streams": (3, "streams"),

@@ -204,7 +204,31 @@ def _resolve(unit: str, day: date, season: str | None = None) -> tuple[date, str
 
 def relative_dates(text: str, at: datetime) -> list[RelativeDate]:
     """The relative dates a turn names, resolved against the turn's time `at` (a week: `at` − 7 days,
-    the week it lies in; a month: its first day; "last Friday": the latest Friday before `at`)."""
+    the week it lies in; a month: its first day; "last Friday": the latest Friday before `at`).
+
+    Bounded: a phrase whose date falls outside the calendar ("yesterday" on 0001-01-01) is left
+    unresolved — its statement is kept as written, undated — never an OverflowError that would cost
+    the whole turn its facts. (Event times outside 1970 … broker time + skew are refused earlier,
+    schemas/records.py, so the pipeline never meets one.)"""
+    try:
+        return _relative_dates(text, at)
+    except (OverflowError, ValueError):
+        return [r for r in _relative_dates_each(text, at) if r is not None]
+
+
+def _relative_dates_each(text: str, at: datetime) -> list[RelativeDate | None]:
+    """The slow path after an overflow: phrase by phrase, dropping the ones out of range."""
+    out: list[RelativeDate | None] = []
+    for m in list(_REL_EN.finditer(text)) + list(_REL_ZH.finditer(text)):
+        try:
+            got = _relative_dates(m.group(), at)
+        except (OverflowError, ValueError):
+            continue
+        out += [RelativeDate(m.start() + r.start, m.start() + r.end, r.day, r.unit, r.label) for r in got]
+    return out
+
+
+def _relative_dates(text: str, at: datetime) -> list[RelativeDate]:
     today = at.date()
     out: list[RelativeDate] = []
     low = text.lower()

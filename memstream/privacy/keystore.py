@@ -40,7 +40,7 @@ import psycopg.sql
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
-from memstream.errors import UserErased
+from memstream.errors import InvalidEvent, UserErased
 from memstream.privacy import pgroles
 from memstream.privacy.masterkeys import MasterKeys, load_master_keys
 from memstream.resilience import Unavailable
@@ -160,15 +160,28 @@ class KeyStore:
         return kid, aead
 
     def key_for_read(self, user: str, kid: str) -> AESGCM | None:
-        """The key that sealed an event, or None when it was erased (the content is gone)."""
+        """The key that sealed an event, or None when the user was erased (the content is gone).
+
+        A key id the store never gave this user is not an erasure: it is a record sealed with
+        some other key (forged, or from another key store), so it is poison — InvalidEvent, and
+        the record goes to the dead-letter topic with that reason instead of being counted as an
+        erased user's event. Each user has one data key for life (only its wrapping rotates), so
+        "another kid than the user's" and "no key, never erased" are both unknown key ids.
+        """
         now = time.monotonic()
         hit = self._read.get((user, kid))
         if hit and hit[0] > now:
             return hit[1]
         row = self._load(user)
-        aead = AESGCM(row[1]) if row is not None and row[0] == kid else None
-        self._read[(user, kid)] = (now + (3600.0 if aead else self._ttl), aead)
-        return aead
+        if row is not None and row[0] == kid:
+            aead = AESGCM(row[1])
+            self._read[(user, kid)] = (now + 3600.0, aead)
+            return aead
+        if row is None and self.is_erased(user):
+            self._read[(user, kid)] = (now + self._ttl, None)
+            return None
+        held = f"the user's key is {row[0]!r}" if row is not None else "the user has no key and was never erased"
+        raise InvalidEvent(f"sealed with an unknown key id {kid[:64]!r} ({held}): not sealed by this key store")
 
     def control_key(self, kid: str | None = None) -> tuple[str, bytes] | None:
         """The system key that authenticates control events (user.erased, user.forgotten,
