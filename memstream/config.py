@@ -68,6 +68,7 @@ class Settings(BaseSettings):
     metrics_host: str = Field("127.0.0.1", description="Where the workers' metrics endpoints listen.")
     metrics_lag_cache_s: float = Field(5.0, ge=0, description="The API's /metrics reads consumer lag from Kafka at most this often (seconds); scrapes in between get the last read.")
     api_key: SecretStr | None = Field(None, description="The API key local clients send (the HTTP SDK, the demo, the tests). Unset: the local admin key `stack up` wrote to <stack_dir>/secrets/api.key.")
+    ready_max_lag: int = Field(1000, ge=0, description="The API's /readyz answers 503 while any projector's consumer lag is above this many records (read models that far behind serve stale answers); Postgres and Kafka must answer too. Checked at most once a second.")
     api_key_cache_s: float = Field(5.0, ge=0, le=300, description="Seconds the API trusts a verified API key without asking the database again: a revoked key is refused by every API process within this time.")
 
     # -- the input contract (schemas/limits.py; ids are always 1-200 printable characters) ----

@@ -269,6 +269,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="memstream", version="1", lifespan=lifespan,
                   description="Long-term memory for AI agents. Every query is scoped to one user.")
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    from memstream.app import probes
+    probes.mount(app, settings, state)   # GET /healthz, /readyz (no API key) and the access log
     from memstream.metrics import mount
     mount(app, settings)   # GET /metrics, with consumer lag; no label holds personal data, so no API key
     from memstream.app import console

@@ -191,13 +191,20 @@ def cmd_context(args) -> None:
 
 
 def cmd_api(args) -> None:
+    import logging
+
     import uvicorn
 
     from memstream.app.api import create_app
     s = get_settings()
+    host, port = args.host or s.api_host, args.port or s.api_port
+    # Our own lines (the URL, one access line per request: memstream/app/probes.py); uvicorn's own
+    # at warning, so its access log (raw paths, which hold user ids) stays off.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s api %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("memstream.api").info("serving the HTTP API on http://%s:%d (OpenAPI /docs, liveness /healthz, "
+                                            "readiness /readyz, metrics /metrics)", host, port)
     # SIGTERM: requests still waiting (at most MEMSTREAM_MAX_WAIT_S) are cancelled after 5 s, not awaited
-    uvicorn.run(create_app(s), host=args.host or s.api_host, port=args.port or s.api_port, log_level="warning",
-                timeout_graceful_shutdown=5)
+    uvicorn.run(create_app(s), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
 
 
 def cmd_mcp(args) -> None:
