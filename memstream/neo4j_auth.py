@@ -42,6 +42,9 @@ def auth(settings: Settings) -> tuple[str, str]:
 def driver(settings: Settings, **kwargs: Any):
     """A driver for settings.neo4j_uri with the application's credentials; every site uses this."""
     from neo4j import GraphDatabase     # lazy: the CLI and the HTTP SDK do not need the driver
+    # The server's notifications (e.g. "the label does not exist yet" before the first write, or a
+    # deprecation) came back on every query and filled the projectors' log: filtered at the server.
+    kwargs.setdefault("notifications_min_severity", "OFF")
     return GraphDatabase.driver(settings.neo4j_uri, auth=auth(settings), **kwargs)
 
 

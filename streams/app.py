@@ -34,7 +34,7 @@ from memstream.crash_ledger import CrashLedger, ledger_path
 from memstream.kafka_auth import WORKER, faust_credentials, kafka_config
 from memstream.bus import dead_letter_key, dead_letter_record
 from memstream.config import Settings
-from memstream.errors import InvalidEvent, UserErased
+from memstream.errors import ConfigError, InvalidEvent, UserErased
 from memstream.resilience import DROPPED, POISON, TRANSIENT, Backoff, classify
 from schemas.codec import KeyRing, encode
 from schemas.records import decode_record
@@ -45,7 +45,7 @@ log = logging.getLogger("memstream.streams")
 
 def make_app(name: str, settings: Settings) -> faust.App:
     datadir = settings.stack_dir / "faust" / settings.namespace / settings.worker_label(name)   # a copy's own
-    datadir.mkdir(parents=True, exist_ok=True)
+    _check_writable(datadir)
     app = faust.App(
         f"{settings.namespace}.{name}",
         broker=[f"kafka://{addr}" for addr in settings.kafka_addresses],
@@ -70,6 +70,19 @@ def make_app(name: str, settings: Settings) -> faust.App:
     offset_guard.attach(app, name, kafka_config(settings, WORKER), commit_stall_s=settings.commit_stall_s,
                         on_stall=lambda s: fatal(name, TimeoutError(f"offset commit stalled for {s:.0f} s")))
     return app
+
+
+def _check_writable(datadir) -> None:
+    """The state directory must take files: RocksDB failing to open a store deep inside faust's
+    start surfaced as "Event loop is closed", with no path; this names it before anything starts."""
+    try:
+        datadir.mkdir(parents=True, exist_ok=True)
+        probe = datadir / f".writable.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"the stream processor's state directory {datadir} is not writable ({exc.strerror or exc}): "
+                          "fix its owner or permissions, or point MEMSTREAM_STACK_DIR elsewhere") from None
 
 
 def changelog_configs(settings: Settings) -> dict[str, str]:

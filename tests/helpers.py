@@ -182,9 +182,10 @@ def cluster_stack_up(settings, fault_settings, request=None) -> None:
             if n.pid() is None:
                 n.prepare()
                 procs[n.name] = n.start()
-        deadline = time.monotonic() + services.START_TIMEOUT
+        limit = settings.stack_start_timeout_s
+        deadline = time.monotonic() + limit
         for n in nodes:
-            services._wait_healthy(n, procs.get(n.name), deadline)
+            services._wait_healthy(n, procs.get(n.name), deadline, limit)
     if request is not None and not _CLUSTER_STARTED and _os.environ.get("MEMSTREAM_FAULT_KEEP_STACK") != "1":
         _CLUSTER_STARTED.append(1)
         request.addfinalizer(lambda: [n.stop() for n in cluster_nodes(settings)])   # as fault_stack_up

@@ -24,8 +24,60 @@ EXPECTED_PREFS = 6  # name, likes:喝咖啡, likes:香菜, occupation, likes:hik
 QUESTIONS = ("Where does the user live now?", "What pet does the user have?")
 
 
-def run_demo(settings: Settings, timeout: float = 120.0) -> None:
-    stack.install()
+def _learned(settings: Settings, user: str) -> bool:
+    prefs = preferences(settings, user)
+    return (len(prefs) >= EXPECTED_PREFS and any(p["version"] > 1 for p in prefs)
+            and any("Miso" in m["content"] for m in memories(settings, user)))
+
+
+def _stage_lag(settings: Settings) -> str:
+    """What each stage still has to read, e.g. "extractor 0, memory 3, projector.pgvector-items 5"."""
+    from memstream.lag import consumer_lag, lag_by_group
+    try:
+        by_group = lag_by_group(consumer_lag(settings, timeout=5.0))
+    except Exception as exc:  # noqa: BLE001 - progress only: say why it is missing and go on
+        return f"lag unknown ({type(exc).__name__})"
+    prefix = settings.namespace + "."
+    shown = {g.removeprefix(prefix): n for g, n in by_group.items()}
+    return ", ".join(f"{g} {n}" for g, n in sorted(shown.items())) or "no stage has committed yet (workers starting)"
+
+
+def _wait_for_memory(settings: Settings, user: str, procs: dict, timeout: float) -> None:
+    """Wait until memory holds what the conversation said, telling what the wait is on every few
+    seconds (records each stage has still to read); on a time-out, say where to look and what to try."""
+    started = last_report = time.monotonic()
+    while not _learned(settings, user):
+        dead = [n for n, p in procs.items() if p.poll() is not None]
+        if dead:
+            raise SystemExit(f"demo: worker(s) {', '.join(dead)} exited; their logs: "
+                             + ", ".join(str(settings.stack_dir / "logs" / f"{settings.namespace}-{n}.log") for n in dead))
+        waited = time.monotonic() - started
+        if waited > timeout:
+            raise SystemExit(
+                f"demo: memory did not catch up within {timeout:.0f}s (still to read: {_stage_lag(settings)}). "
+                f"`memstream pipeline status` says what each worker waits for; their logs are in "
+                f"{settings.stack_dir / 'logs'}. On a loaded machine, run it again with a longer wait: "
+                f"MEMSTREAM_DEMO_TIMEOUT_S={int(timeout * 3)} ./dev demo")
+        if time.monotonic() - last_report >= 5.0:
+            last_report = time.monotonic()
+            print(f"  … waiting for memory ({waited:.0f}s): still to read: {_stage_lag(settings)}", flush=True)
+        time.sleep(0.25)
+
+
+def _quiet_libraries() -> None:
+    """The demo's output is for people: librdkafka's transient warnings (a coordinator still
+    loading, retried by itself), faust and the Neo4j driver's notices stay out of it; errors still
+    show. The workers log everything to their own files."""
+    import logging
+    for name in ("memstream.librdkafka", "faust", "mode", "aiokafka", "neo4j", "neo4j.notifications"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def run_demo(settings: Settings, timeout: float | None = None) -> None:
+    timeout = timeout or settings.demo_timeout_s
+    _quiet_libraries()
+    if not stack.installed():
+        stack.install()        # `./dev demo` installed it already: its lines are not printed twice
     stack.up()
     user = "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
     print(f"\n== starting the pipeline (extractor, memory processor, projectors); demo user {user}")
@@ -36,17 +88,7 @@ def run_demo(settings: Settings, timeout: float = 120.0) -> None:
                 pos = client.record_turn(user, "demo-session", role, text)
                 print(f"  {role:>9}: {text}   -> {pos.token()}")
         started = time.monotonic()
-        while time.monotonic() - started < timeout:
-            prefs = preferences(settings, user)
-            if (len(prefs) >= EXPECTED_PREFS and any(p["version"] > 1 for p in prefs)
-                    and any("Miso" in m["content"] for m in memories(settings, user))):
-                break
-            dead = [n for n, p in procs.items() if p.poll() is not None]
-            if dead:
-                raise SystemExit(f"demo: worker(s) {dead} exited; see {settings.stack_dir / 'logs'}")
-            time.sleep(0.25)
-        else:
-            raise SystemExit(f"demo: memory did not catch up within {timeout:.0f}s; see {settings.stack_dir / 'logs'}")
+        _wait_for_memory(settings, user, procs, timeout)
         print(f"\n== what memory learned ({time.monotonic() - started:.1f}s after the last publish)")
         print("preferences (key-value read model):")
         for p in preferences(settings, user):

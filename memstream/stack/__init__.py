@@ -4,6 +4,6 @@
 
 Each reads get_settings(); see services.py for what they do and stack/ for the build inputs.
 """
-from memstream.stack.services import down, install, status, up
+from memstream.stack.services import down, install, installed, status, up
 
-__all__ = ["install", "up", "down", "status"]
+__all__ = ["install", "installed", "up", "down", "status"]

@@ -110,6 +110,24 @@ class Postgres(Service):
                  "--auth-local=peer", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8",
                  "--no-instructions"],
                 self.log_file, "postgres initdb", cwd=self.data_dir)
+        self._align_conf_file()
+
+    def _align_conf_file(self) -> None:
+        """Write the shared_buffers we start with (`-c`, argv) into postgresql.conf too: the
+        provisioning's pg_reload_conf() re-reads the file, found initdb's 128MB there beside the
+        running 1GB, and logged "configuration file contains errors" on every start."""
+        conf = self.data_dir / "postgresql.conf"
+        try:
+            text = conf.read_text()
+        except OSError:
+            return
+        wanted = f"shared_buffers = {self.settings.pg_shared_buffers}\t\t# set by memstream (MEMSTREAM_PG_SHARED_BUFFERS)"
+        lines = [wanted if ln.lstrip().startswith("shared_buffers") else ln for ln in text.splitlines()]
+        if wanted not in lines:
+            lines.append(wanted)
+        new = "\n".join(lines) + "\n"
+        if new != text:
+            conf.write_text(new)   # in place: the file keeps its owner (the postgres OS user)
 
     def argv(self) -> list[str]:
         s = self.settings

@@ -26,8 +26,6 @@ from memstream.stack.neo4j import Neo4j
 from memstream.stack.postgres import Postgres
 from memstream.stack.process import Layout
 
-START_TIMEOUT = 240.0     # per service; a warm start takes ~10 s, a first one (initdb, format) ~20 s, a Kafka
-                          # holding thousands of partitions 30-90 s on the loaded 2-core machine
 
 
 def _services(settings: Settings) -> list[Service]:
@@ -52,6 +50,17 @@ def _exclusive(layout: Layout) -> Iterator[None]:
 
 
 # -- install -------------------------------------------------------------------------------------
+
+def installed() -> bool:
+    """Everything `install` fetches is there (so a caller can skip printing its steps again)."""
+    s = get_settings()
+    lib = Layout.of(s).lib
+    try:
+        prereqs.require_installed(lib / "kafka", lib / "neo4j")
+    except MemstreamError:
+        return False
+    return Neo4j(s).classes.exists()
+
 
 def install() -> dict[str, str]:
     """Idempotent: fetch what is missing (jars, postgresql-15 + pgvector), compile the launcher."""
@@ -83,7 +92,10 @@ def install() -> dict[str, str]:
 
 # -- up ------------------------------------------------------------------------------------------
 
-def _wait_healthy(svc: Service, proc: Any, deadline: float) -> None:
+def _wait_healthy(svc: Service, proc: Any, deadline: float, limit: float) -> None:
+    """Wait until `svc` answers. Past `deadline` it is left running, never stopped: a JVM still
+    starting on a loaded machine (Neo4j once needed 275.6 s) would only start over from nothing on
+    the next try, while left alone it finishes, and `stack up` again waits for it ("already running")."""
     while True:
         if proc is not None and proc.poll() is not None:
             svc.pid_file.unlink(missing_ok=True)
@@ -91,9 +103,10 @@ def _wait_healthy(svc: Service, proc: Any, deadline: float) -> None:
         if svc.probe():
             return
         if time.monotonic() > deadline:
-            if proc is not None:
-                svc.stop()           # do not leave a half-started service behind
-            raise StackError(f"{svc.name} not healthy after {START_TIMEOUT:.0f} s; see {svc.log_file}")
+            pid = svc.pid()
+            still = (f"it is still starting (pid {pid}) and is left running: run `memstream stack up` again to wait "
+                     f"for it, or raise MEMSTREAM_STACK_START_TIMEOUT_S" if pid is not None else "it is not running")
+            raise StackError(f"{svc.name} not healthy after {limit:.0f} s; {still}; see {svc.log_file}")
         time.sleep(0.25)
 
 
@@ -139,12 +152,13 @@ def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
 
     # 2. Wait for each to answer a real request, then provision (idempotent, also when it was
     #    already running). In parallel, so each "healthy in" time is its own.
-    deadline = t0 + START_TIMEOUT
+    limit = s.stack_start_timeout_s
+    deadline = t0 + limit
 
     def settle(svc: Service) -> None:
         try:
             # Counted from its own start: a slow prepare() (a data migration) does not eat into it.
-            _wait_healthy(svc, procs.get(svc.name), max(deadline, started_at.get(svc.name, 0.0) + START_TIMEOUT))
+            _wait_healthy(svc, procs.get(svc.name), max(deadline, started_at.get(svc.name, 0.0) + limit), limit)
             svc.after_healthy()
             if svc.name in started_at:
                 notes[svc.name] = f"started, healthy in {time.monotonic() - started_at[svc.name]:.1f} s"
