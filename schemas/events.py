@@ -31,6 +31,15 @@ class EventData(BaseModel):
     DESCRIPTION: ClassVar[str] = ""
 
 
+class DecisionData(EventData):
+    """A memory processor's decision: it names the rules profile it was made under
+    (memstream/domain/rules_profile.py; the profile itself is in a `rules.adopted` event).
+    Additive and optional: decisions written before provenance existed read with None."""
+    rules_profile: str | None = Field(None, pattern=r"^[0-9a-f]{12}$", description=(
+        "Hash of the rules profile (the settings that change decisions) this decision was made under; "
+        "the full profile is in the `rules.adopted` event of that hash. Absent on decisions written before 2026-12."))
+
+
 # -- turns topic ----------------------------------------------------------------------------
 
 class TurnRecordedV1(EventData):
@@ -115,7 +124,7 @@ class FactExtracted(EventData):
 
 # -- memory topic ---------------------------------------------------------------------------
 
-class MemoryCreated(EventData):
+class MemoryCreated(DecisionData):
     TYPE = "memory.created"
     VERSION = 1
     SEALED = frozenset({"key", "value", "content", "tags", "embedding"})
@@ -133,7 +142,7 @@ class MemoryCreated(EventData):
     embedding: list[float]
 
 
-class MemoryReinforced(EventData):
+class MemoryReinforced(DecisionData):
     TYPE = "memory.reinforced"
     VERSION = 1
     SEALED = frozenset({"tags"})
@@ -149,7 +158,7 @@ class MemoryReinforced(EventData):
     access_count: int = Field(ge=0)
 
 
-class MemoryLinked(EventData):
+class MemoryLinked(DecisionData):
     TYPE = "memory.linked"
     VERSION = 1
     DESCRIPTION = "An edge in the memory graph: FOLLOWS (consecutive memories) or SIMILAR_TO (cosine ≥ link threshold)."
@@ -159,7 +168,7 @@ class MemoryLinked(EventData):
     weight: float = 1.0
 
 
-class MemorySuperseded(EventData):
+class MemorySuperseded(DecisionData):
     TYPE = "memory.superseded"
     VERSION = 1
     DESCRIPTION = "A newer memory contradicts an older one (same slot, other value): the old one is outdated, never deleted."
@@ -168,7 +177,7 @@ class MemorySuperseded(EventData):
     reason: str
 
 
-class PreferenceSet(EventData):
+class PreferenceSet(DecisionData):
     TYPE = "preference.set"
     VERSION = 1
     SEALED = frozenset({"key", "value"})
@@ -204,7 +213,7 @@ class DecayTicked(EventData):
     after: str | None = None
 
 
-class MemoryDecayed(EventData):
+class MemoryDecayed(DecisionData):
     TYPE = "memory.decayed"
     VERSION = 1
     DESCRIPTION = ("A memory's importance changed by at least the decay threshold: base importance x rate^days since it "
@@ -216,7 +225,7 @@ class MemoryDecayed(EventData):
     age_days: float = Field(ge=0.0)
 
 
-class MemoryMerged(EventData):
+class MemoryMerged(DecisionData):
     TYPE = "memory.merged"
     VERSION = 1
     SEALED = frozenset({"content", "tags", "key", "value", "embedding"})
@@ -239,7 +248,7 @@ class MemoryMerged(EventData):
     embedding: list[float]
 
 
-class MemoryDeduped(EventData):
+class MemoryDeduped(DecisionData):
     TYPE = "memory.deduped"
     VERSION = 1
     SEALED = frozenset({"tags"})
@@ -255,7 +264,7 @@ class MemoryDeduped(EventData):
     tags: list[str] = []
 
 
-class MemoryExpired(EventData):
+class MemoryExpired(DecisionData):
     TYPE = "memory.expired"
     VERSION = 1
     DESCRIPTION = ("A memory was archived (the type keeps its first name): last stated longer ago than its kind's TTL "
@@ -271,7 +280,7 @@ class MemoryExpired(EventData):
     in_degree: int = Field(ge=0)
 
 
-class MemorySummarized(EventData):
+class MemorySummarized(DecisionData):
     TYPE = "memory.summarized"
     VERSION = 1
     SEALED = frozenset({"content"})
@@ -292,7 +301,7 @@ class MemoryRecalled(EventData):
     archived_ids: list[str] = []
 
 
-class MemoryRevived(EventData):
+class MemoryRevived(DecisionData):
     TYPE = "memory.revived"
     VERSION = 1
     DESCRIPTION = ("A recall returned an archived memory (caused by that memory.recalled): it is back in the working "
@@ -343,11 +352,25 @@ class SessionSummarized(EventData):
     model: str | None = None
 
 
+class RulesAdopted(EventData):
+    TYPE = "rules.adopted"
+    VERSION = 1
+    DESCRIPTION = ("A memory worker started deciding under a rules profile new to this partition of the memory topic "
+                   "(envelope user `system:rules`, one event per partition): the profile's hash, the full profile "
+                   "(setting name → effective value), and the profile it replaced. Written before any decision under "
+                   "it, so every hash a decision carries can be resolved to its settings; projections only index it.")
+    profile: str = Field(pattern=r"^[0-9a-f]{12}$")
+    settings: dict[str, str | bool | int | float]
+    previous: str | None = Field(None, pattern=r"^[0-9a-f]{12}$")
+    rollover: bool = False
+    worker: str = Field("memory", max_length=64)
+
+
 ALL_EVENTS: tuple[type[EventData], ...] = (
     TurnRecordedV1, TurnRecorded, TaskStarted, StepObserved, TaskFinished,
     FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
     DecayTicked, MemoryDecayed, MemoryMerged, MemoryDeduped, MemoryExpired, MemorySummarized, MemoryRecalled,
-    MemoryForgotten, UserForgotten, SessionSummarized, MemoryRevived,
+    MemoryForgotten, UserForgotten, SessionSummarized, MemoryRevived, RulesAdopted,
 )
 REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}
 LATEST: dict[str, type[EventData]] = {}
