@@ -131,6 +131,34 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
 
 
+class Throttled:
+    """A warning that repeats while an outage lasts, logged at most once per `every_s` seconds:
+    the first at once, later ones with how many were held back, and one line on recovery. (A
+    listener reconnecting each second printed a line a second into every CLI command's output
+    while Postgres was down.)"""
+
+    def __init__(self, logger, every_s: float = 30.0, clock=time.monotonic):
+        self.log, self.every_s, self.clock = logger, every_s, clock
+        self.held = 0
+        self.failures = 0
+        self._last = float("-inf")
+
+    def warning(self, msg: str, *args) -> None:
+        self.failures += 1
+        now = self.clock()
+        if now - self._last < self.every_s:
+            self.held += 1
+            return
+        more = f" ({self.held} more like it in the last {self.every_s:.0f} s)" if self.held else ""
+        self.log.warning(msg + more, *args)
+        self._last, self.held = now, 0
+
+    def recovered(self, msg: str) -> None:
+        if self.failures:
+            self.log.warning("%s after %d failed attempts", msg, self.failures)
+        self.failures, self.held, self._last = 0, 0, float("-inf")
+
+
 class Backoff:
     """Capped exponential backoff with full jitter: 0.2 s, 0.4 s, … up to `cap`, each × U(0.5, 1]."""
 

@@ -181,6 +181,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
                 report.seconds = time.monotonic() - began
                 return report
             t = time.monotonic()
+            note("building the shadow's indexes (the longest step after the load on a big namespace)…", progress)
             built = stores.build_deferred_indexes(shadow, tuple(t for p in projectors if not stores.is_graph(p.name)
                                                                 for t in stores.owned_tables(p)))
             report.index_seconds = time.monotonic() - t
@@ -192,6 +193,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
 
             # 3. catch up with the live writers held, then swap
             t = time.monotonic()
+            note("holding the live writers: catching up to their positions, then swapping…", progress)
             with stores.WriterLocks(settings, names) as locks:
                 until = {p.name: catchup_targets(p.positions(), locks.positions.get(p.name, {}), topics_of(p))
                          for p in projectors}
@@ -207,6 +209,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
                  f"in {report.swap_seconds:.2f}s)", progress)
             _drop_empty_shadow_schema(settings, shadow)
             if old_generation is not None and old_generation != generation:
+                note("waiting out the graph's grace period before deleting the old generation…", progress)
                 stores.wait_graph_grace()
                 n = stores.delete_generation(driver, old_generation)
                 note(f"deleted the old graph generation {old_generation} ({n:,} nodes)", progress)

@@ -9,6 +9,7 @@ are shown (replay/diff.py). The shadow is dropped afterwards unless `keep`.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import psycopg
@@ -19,6 +20,7 @@ from projections import graph_generation, pg
 from replay import stores
 from replay.diff import diff_graph, diff_table
 from replay.engine import Replayer, ReplayStats, real_positions, topics_of
+from replay.progress import note
 from replay.rebuild import drop_shadow, make_projector, replay_lock, resolve_names
 
 
@@ -47,9 +49,17 @@ class VerifyReport:
     def ok(self) -> bool:
         return all(c.equal for c in self.checks)
 
+    @property
+    def rules_profiles(self) -> dict[str, int]:
+        """Decisions replayed, by the rules profile they were made under (replay/engine.py)."""
+        out = dict(self.load.rules_profiles)
+        for made_under, n in self.catchup.rules_profiles.items():
+            out[made_under] = out.get(made_under, 0) + n
+        return out
+
     def as_dict(self) -> dict:
         return {"namespace": self.namespace, "ok": self.ok, "projections": [c.as_dict() for c in self.checks],
-                "load": self.load.as_dict(), "catchup": self.catchup.as_dict()}
+                "rules_profiles": self.rules_profiles, "load": self.load.as_dict(), "catchup": self.catchup.as_dict()}
 
 
 def _live_positions(settings: Settings, names: list[str]) -> dict[str, dict]:
@@ -93,11 +103,14 @@ def verify(settings: Settings, projection: str | list[str] = "all", *, keys=None
                 live.close()
             # 2. exactly where they are, with their writers held, then compare
             checks = []
+            t = time.monotonic()
+            note("holding the live writers: catching up to their positions, then comparing checksums…", progress)
             with stores.WriterLocks(settings, names) as locks:
                 until = {p.name: real_positions(locks.positions.get(p.name, {}), topics_of(p)) for p in projectors}
                 catchup = Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, batch_size=batch_size, progress=False).run(projectors, until)
                 for p in projectors:
                     checks.append(_compare(settings, shadow, p, until[p.name], locks, rows))
+            note(f"compared {len(checks)} projection(s) in {time.monotonic() - t:.1f}s; dropping the shadow…", progress)
             return VerifyReport(settings.namespace, checks, load, catchup)
     finally:
         for p in projectors:

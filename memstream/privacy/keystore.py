@@ -364,6 +364,9 @@ class _Listener:
 
     def _run(self) -> None:
         import orjson
+
+        from memstream.resilience import Throttled
+        lost = Throttled(log)
         first = True
         while True:
             try:
@@ -374,6 +377,7 @@ class _Listener:
                         for store in list(self.stores):
                             store.forget_all_cached()
                     first = False
+                    lost.recovered("erasure listener reconnected")
                     self.ready.set()
                     for note in conn.notifies():
                         try:
@@ -384,7 +388,7 @@ class _Listener:
                             if store._namespace == namespace:
                                 store.forget_cached(user)
             except Exception as exc:  # noqa: BLE001 - the listener outlives outages; caches are dropped on return
-                log.warning("erasure listener lost its connection (%s); reconnecting", type(exc).__name__)
+                lost.warning("erasure listener lost its connection (%s); reconnecting every second", type(exc).__name__)
                 for store in list(self.stores):
                     store.forget_all_cached()
                 first = False
