@@ -325,7 +325,9 @@ def fresh_namespace():
     env = {**os.environ, "MEMSTREAM_NAMESPACE": ns, "MEMSTREAM_PARTITIONS": "3", "MEMSTREAM_METRICS_PORT": "0",
            "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     yield ns, env
-    subprocess.run([MEMSTREAM, "namespace", "drop", ns, "--yes", "--force"], env=env, capture_output=True, timeout=180)
+    out = subprocess.run([MEMSTREAM, "namespace", "drop", ns, "--yes", "--force"], env=env, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, f"namespace {ns} left behind: {out.stderr}"
 
 
 def _init(env: dict) -> dict:
