@@ -66,10 +66,14 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.fixture(scope="session")
 def stack():
     from memstream import stack as local_stack
-    local_stack.up()              # also writes this namespace's local admin key (secrets/api-<ns>.key)
-    yield True
     from memstream.privacy.tenants import local_key_file
-    local_key_file(get_settings()).unlink(missing_ok=True)   # one per test namespace: not left behind
+    local_stack.up()              # also writes this namespace's local admin key (secrets/api-<ns>.key)
+    # Named now, not at teardown: a test that left MEMSTREAM_NAMESPACE changed made teardown delete
+    # the default namespace's key (secrets/api.key) after a full run.
+    own_key = local_key_file(get_settings())
+    assert own_key.name == f"api-{NAMESPACE}.key"
+    yield True
+    own_key.unlink(missing_ok=True)   # one per test namespace: not left behind
 
 
 @pytest.fixture(scope="session")

@@ -93,12 +93,15 @@ def test_reextract_cli_reports_a_dry_run(capsys):
     keys = KeyStore(s)
     _publish(s, keys, _turns(uuid.uuid4().hex[:6], 0, 8))
     keys.close()
+    before = os.environ["MEMSTREAM_NAMESPACE"]
     os.environ["MEMSTREAM_NAMESPACE"] = s.namespace
     get_settings.cache_clear()
     try:
         assert main(["replay", "reextract", "--dry-run", "--json"]) == 0
     finally:
-        os.environ.pop("MEMSTREAM_NAMESPACE")
+        # Restored, not removed: without it every later get_settings() was the default namespace's,
+        # and the session's teardown deleted that namespace's local admin key (secrets/api.key).
+        os.environ["MEMSTREAM_NAMESPACE"] = before
         get_settings.cache_clear()
     out = orjson.loads(capsys.readouterr().out)
     assert out["turns"] == 8 and out["dry_run"] and out["published"] == 0 and out["missing"] > 0
