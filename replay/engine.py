@@ -38,9 +38,11 @@ from projections.registry import build_projector
 from projections.runner import Item, Projector, TopicPart
 from replay.progress import Progress
 from schemas.codec import KeyRing
+from schemas.events import DecisionData
 from schemas.records import decode_confluent
 
 log = logging.getLogger("memstream.replay")
+UNRECORDED = "unrecorded"   # a decision written before decisions carried their rules profile
 
 
 @dataclass
@@ -50,6 +52,8 @@ class ReplayStats:
     undecodable: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    # decisions replayed, by the rules profile they were made under (memstream/domain/rules_profile.py)
+    rules_profiles: dict[str, int] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -57,7 +61,14 @@ class ReplayStats:
 
     def as_dict(self) -> dict:
         return {"records": self.records, "applied": self.applied, "undecodable": self.undecodable,
-                "seconds": round(self.seconds, 3), "events_per_s": round(self.rate, 1), "interrupted": self.interrupted}
+                "seconds": round(self.seconds, 3), "events_per_s": round(self.rate, 1), "interrupted": self.interrupted,
+                "rules_profiles": self.rules_profiles}
+
+    def count_profile(self, env) -> None:
+        """Note which rules made a decision; `unrecorded`: written before decisions carried it."""
+        if isinstance(env.data, DecisionData):
+            made_under = env.data.rules_profile or UNRECORDED
+            self.rules_profiles[made_under] = self.rules_profiles.get(made_under, 0) + 1
 
 
 @dataclass
@@ -231,6 +242,7 @@ class Replayer:
             return tp, m.offset(), None, None
         if env.type == "user.erased" and hasattr(self.keys, "forget_cached"):
             self.keys.forget_cached(env.user)
+        stats.count_profile(env)
         return tp, m.offset(), Item(tp[0], tp[1], m.offset(), env), None
 
     def _dispatch(self, pool, lanes: list[_Lane], records: list[tuple], stats: ReplayStats) -> None:
@@ -322,4 +334,7 @@ def load_parallel(settings, names: list[str], generation: str | None, workers: i
     out = ReplayStats(applied={n: sum(r.applied.get(n, 0) for r in results) for n in names},
                       records=sum(r.records for r in results), undecodable=sum(r.undecodable for r in results),
                       seconds=time.monotonic() - began)
+    for r in results:
+        for made_under, n in r.rules_profiles.items():
+            out.rules_profiles[made_under] = out.rules_profiles.get(made_under, 0) + n
     return out

@@ -16,7 +16,10 @@
    generation of the same name): key-value preferences, pgvector items, the graph. Query them
    with MEMSTREAM_NAMESPACE=<ns>__whatif_<NAME> MEMSTREAM_LOG_NAMESPACE=<ns>.whatif-<NAME>.
 5. The report: decisions by type, live vs what-if; how many facts (and ticks) were decided
-   differently, with examples; memory items by status and preferences, live vs what-if.
+   differently, with examples; memory items by status and preferences, live vs what-if; the
+   rules profile the what-if decided under (memstream/domain/rules_profile.py), and the profiles
+   the live decisions it compares against were made under, with the settings where they differ
+   (from the log's rules.adopted events). The what-if's own decisions carry its profile's hash.
 With no overrides the what-if reproduces the live decisions exactly (same ids, same values): a
 check that the re-derivation is faithful, which the tests make.
 """
@@ -39,6 +42,7 @@ from memstream import watermarks
 from memstream.bus import producer_config
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
+from memstream.domain.rules_profile import differences, profile_hash, profile_of
 from memstream.errors import ConfigError, InvalidEvent, MemstreamError
 from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
@@ -46,9 +50,10 @@ from replay import stores
 from replay.audit import _rows, summary
 from replay.fetch import fetch
 from replay.rebuild import drop_shadow, make_projector
-from replay.engine import Replayer, consumer, log_ends
+from replay.engine import UNRECORDED, Replayer, consumer, log_ends
 from replay.progress import Progress, note
 from schemas.codec import decode, encode
+from schemas.records import confluent_appended_ms, decode_confluent
 from streams.memory_core import MemoryCore, PlainStates
 
 PRODUCER = "whatif/1"
@@ -136,9 +141,12 @@ def _peek(raw: bytes | None) -> dict:
 
 
 def _signature(record: dict) -> str:
-    """What a decision says, from its clear fields: compared between live and what-if."""
+    """What a decision says, from its clear fields: compared between live and what-if. Not which
+    rules profile made it (reported apart): that differs whenever the settings do."""
+    data = {k: v for k, v in (record.get("data") or {}).items() if k != "rules_profile"}
     return record.get("id", "") + ":" + record.get("type", "") + ":" + hashlib.md5(
-        orjson.dumps(record.get("data") or {}, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+        orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
 
 
 @dataclass
@@ -156,6 +164,19 @@ class WhatIfReport:
     live_state: dict = field(default_factory=dict)
     whatif_state: dict = field(default_factory=dict)
     seconds: float = 0.0
+    profile: dict = field(default_factory=dict)          # the rules profile the what-if decided under
+    live_profiles: dict = field(default_factory=dict)    # hash → live decisions compared that carry it
+    known_profiles: dict = field(default_factory=dict)   # hash → its settings, from the log's rules.adopted
+
+    def profiles_as_dict(self) -> dict:
+        """The what-if's profile, and each live one with the settings where it differs from it."""
+        mine = self.profile.get("settings", {})
+        live = {}
+        for h, n in sorted(self.live_profiles.items(), key=lambda x: -x[1]):
+            settings = self.known_profiles.get(h)
+            live[h] = {"decisions": n, "differs": None if settings is None else
+                       {name: {"live": a, "whatif": b} for name, a, b in differences(settings, mine)}}
+        return {"whatif": self.profile, "live": live}
 
     def as_dict(self) -> dict:
         types = sorted(set(self.live_counts) | set(self.whatif_counts), key=lambda t: DECISIONS.index(t) if t in DECISIONS else 99)
@@ -165,7 +186,8 @@ class WhatIfReport:
                                   "delta": self.whatif_counts.get(t, 0) - self.live_counts.get(t, 0)} for t in types},
                 "causes": self.causes, "decided_differently": self.differing, "examples": self.examples,
                 "skipped_erased_facts": self.skipped_erased,
-                "memory": {"live": self.live_state, "whatif": self.whatif_state}, "seconds": round(self.seconds, 2)}
+                "memory": {"live": self.live_state, "whatif": self.whatif_state},
+                "rules_profiles": self.profiles_as_dict(), "seconds": round(self.seconds, 2)}
 
 
 def render(report: dict) -> str:
@@ -173,6 +195,17 @@ def render(report: dict) -> str:
              f"read models {report['shadow_namespace']}", "", f"  {'decision':<20}{'live':>10}{'what-if':>10}{'delta':>10}"]
     for t, c in report["decisions"].items():
         lines.append(f"  {t:<20}{c['live']:>10,}{c['whatif']:>10,}{c['delta']:>+10,}")
+    profiles = report.get("rules_profiles") or {}
+    if profiles:
+        lines += ["", f"  what-if decided under rules profile {profiles['whatif'].get('hash')}"]
+        for h, p in profiles["live"].items():
+            if h == UNRECORDED:
+                lines.append(f"  live: {p['decisions']:,} decisions from before decisions recorded their profile")
+                continue
+            differs = p["differs"]
+            what = ("settings not in the log" if differs is None else "the same settings" if not differs else
+                    "; ".join(f"{k} {v['live']} → {v['whatif']}" for k, v in differs.items()))
+            lines.append(f"  live: {p['decisions']:,} decisions under rules profile {h} ({what})")
     lines += ["", f"  {report['decided_differently']:,} of {report['causes']:,} facts/ticks decided differently"]
     for ex in report["examples"]:
         lines.append(f"  - {ex['cause_type']} {ex['cause_id']}" + (f": {ex['content']}" if ex.get("content") else ""))
@@ -205,6 +238,8 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
     topic = f"{log_ns}.memory"
     report = WhatIfReport(name, {k: (str(v) if not isinstance(v, (int, float, str, bool)) else v) for k, v in values.items()},
                           topic, shadow.namespace)
+    profile = profile_of(rules)
+    report.profile = {"hash": profile_hash(profile), "settings": profile}
     own_keys = keys is None
     if own_keys:
         keys = KeyStore(settings)
@@ -262,7 +297,7 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
             try:
                 for pr in projectors:
                     pr.setup()
-                Replayer(kafka_config(settings, ADMIN), keys, progress=progress, progress_label="what-if projections").run(projectors)
+                Replayer(kafka_config(settings, ADMIN), keys, max_future_skew_s=settings.max_future_skew_s, progress=progress, progress_label="what-if projections").run(projectors)
             finally:
                 for pr in projectors:
                     pr.close()
@@ -285,9 +320,9 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
         return []
     if m.topic() == facts_t:
         try:
-            fact = decode(m.value(), keys)
+            fact = decode_confluent(m, keys, core.max_future_skew_s)
         except InvalidEvent:
-            return []        # dead-lettered by the live processor
+            return []        # dead-lettered by the live processor (the same decode path)
         if fact.erased:
             erased_users.add(fact.user)
             report.skipped_erased += 1
@@ -304,10 +339,16 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
         if rec.get("producer", "").startswith("memory-processor"):
             live_sig[rec.get("causation")].append(_signature(rec))
             report.live_counts[kind] = report.live_counts.get(kind, 0) + 1
+            made_under = (rec.get("data") or {}).get("rules_profile") or UNRECORDED
+            report.live_profiles[made_under] = report.live_profiles.get(made_under, 0) + 1
+        return []
+    if kind == "rules.adopted" and isinstance((rec.get("data") or {}).get("settings"), dict):
+        report.known_profiles.setdefault(rec["data"].get("profile"), rec["data"]["settings"])
         return []
     if kind == "decay.ticked":
         cause_types[rec.get("id")] = "tick"
-    return [out for out in core.on_memory_record(m.key(), m.value(), partition) if not out.continuation]
+    outs = core.on_memory_record(m.key(), m.value(), partition, appended_ms=confluent_appended_ms(m))
+    return [out for out in outs if not out.continuation]
 
 
 def _merged(c, tps: list[tuple[str, int]], ends: dict):

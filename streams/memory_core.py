@@ -35,11 +35,13 @@ from memstream.domain.consolidation import consolidate, consolidation_due, forge
 from memstream.domain.ledger import BUCKETS, Ledger
 from memstream.domain.memory_rules import decide
 from memstream.domain.memory_state import Decision, Rules, UserState
-from memstream.bus import check_record_key
+from memstream.domain.rules_profile import rules_hash
 from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
-from schemas.codec import KeyRing, decode, kept_bytes, make_envelope, open_blob, seal_blob
+from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
+from schemas.records import decode_record
+from schemas.events import DecisionData
 
 PRODUCER = "memory-processor/1"
 # Memory-topic events the processor acts on (everything else there is its own output).
@@ -115,8 +117,11 @@ class MemoryCore:
                  states: MutableMapping[bytes, bytes], ledgers: MutableMapping[bytes, bytes],
                  codec: StateCodec, on_user_erased: Callable[[str], None] | None = None):
         self.partitions = settings.partitions
+        self.max_future_skew_s = settings.max_future_skew_s   # records dated past the broker's time: poison
         self.tick_slice_users = settings.tick_slice_users
         self.rules = rules
+        # Stamped on every decision (DecisionData.rules_profile): which settings made it.
+        self.rules_profile = rules_hash(rules)
         self.keys = keys
         self.states = states
         self.ledgers = ledgers
@@ -171,7 +176,10 @@ class MemoryCore:
              tag_prefix: str = "") -> Iterator[Outgoing]:
         for d in decisions:
             when = cause.time if d.at is None else datetime.fromtimestamp(d.at, UTC)
-            env = make_envelope(d.data, user=user, time=when, id=derived_id(cause.id, tag_prefix + d.tag),
+            # Stamped here rather than in the pure rules, so a decision re-emitted from the applied
+            # window after a crash carries the profile of the worker that sends it, like a fresh one.
+            data = d.data.model_copy(update={"rules_profile": self.rules_profile}) if isinstance(d.data, DecisionData) else d.data
+            env = make_envelope(data, user=user, time=when, id=derived_id(cause.id, tag_prefix + d.tag),
                                 causation=cause.id, correlation=correlation, producer=PRODUCER)
             yield Outgoing(user, env)
 
@@ -195,17 +203,19 @@ class MemoryCore:
         # 4. Save the state.
         self.save_state(fact.user, state)
 
-    def on_memory_record(self, key: bytes | None, value: bytes | None, partition: int) -> Iterator[Outgoing]:
+    def on_memory_record(self, key: bytes | None, value: bytes | None, partition: int,
+                         appended_ms: int | None = None) -> Iterator[Outgoing]:
         """One raw record from the memory topic: its own output (ignored) or an input it acts on.
-        Unreadable records are left to the projectors, which dead-letter memory-topic records."""
+        Unreadable records are left to the projectors, which dead-letter memory-topic records.
+        `appended_ms`: the broker's timestamp of the record (schemas/records.py), None when unknown."""
         kind = peek_type(value)
         if kind not in CONTROL and kind != "user.erased":
             return
         # Decoded before acting, never trusted from the peeked type: decode verifies a control
         # event's MAC (schemas/codec.py), so a user.erased produced by anyone but memstream drops nothing.
         try:
-            env = decode(value, self.keys)
-            check_record_key(key, env.user)
+            env = decode_record(key, value, self.keys, appended_ms=appended_ms,
+                                max_future_skew_s=self.max_future_skew_s)
         except InvalidEvent:
             return   # the projectors dead-letter memory-topic records; once is enough
         if env.type == "user.erased":

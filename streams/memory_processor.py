@@ -11,6 +11,10 @@ ledger's buckets before the state. A fact re-read with its decisions already in 
 re-emits them (same ids); one re-read without re-decides deterministically from the saved state.
 Every event carries absolute values, so a repeat changes no projection.
 
+Rules provenance: before it joins its group the worker checks that the memory topic's decisions
+were made under its own rules profile (streams/rules_gate.py) and refuses to start otherwise;
+every decision it writes carries the profile's hash.
+
 Failures (streams/app.py's Guard): a fact that cannot be decoded, or whose key is not its user, is
 dead-lettered; a step that cannot reach the key store (or the broker) is retried whole, in place,
 from the state as last saved — the core saves only after its last out-going record, so a retry
@@ -24,11 +28,13 @@ import logging
 from memstream import metrics, watermarks
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
+from memstream.domain.rules_profile import profile_of
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
 from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, report_table_sizes, state_table
 from streams.memory_core import MemoryCore, SealedStates
+from streams.rules_gate import check_profile
 from streams.session_summarizer import attach_session_summarizer
 
 log = logging.getLogger("memstream.memory")
@@ -48,7 +54,13 @@ def build(settings: Settings, embedder: Embedder | None = None):
     states = state_table(app, settings, "user-state")
     ledgers = state_table(app, settings, "user-ledger")
     sessions = attach_session_summarizer(app, settings, keys, memory, embedder)
-    core = MemoryCore(settings, Rules.from_settings(settings), keys, states, ledgers, SealedStates(keys),
+    rules = Rules.from_settings(settings)
+    # Before joining the group: the memory topic's decisions must have been made under these rules,
+    # or this worker refuses (ProfileMismatch, exit 2) unless told to roll over (streams/rules_gate.py).
+    gate = check_profile(settings, profile_of(rules), keys, rollover=settings.rules_rollover,
+                         worker=settings.worker_label("memory"))
+    log.info("deciding under rules profile %s", gate.profile)
+    core = MemoryCore(settings, rules, keys, states, ledgers, SealedStates(keys),
                       on_user_erased=sessions.drop_user)
 
     async def send_all(outgoing) -> None:
@@ -72,9 +84,10 @@ def build(settings: Settings, embedder: Embedder | None = None):
         if msg.topic == memory_topic:
             # Our own output comes back here; erasure, forgetting, recalls and ticks concern us.
             # (Unreadable memory-topic records are the projectors' to dead-letter.)
-            await guard.run(lambda: send_all(core.on_memory_record(msg.key, msg.value, msg.partition)))
+            await guard.run(lambda: send_all(core.on_memory_record(
+                msg.key, msg.value, msg.partition, appended_ms=round(msg.timestamp * 1000) if msg.timestamp else None)))
             return
-        await guard.run(lambda: send_all(core.on_fact(decode_keyed(msg, keys))), event)
+        await guard.run(lambda: send_all(core.on_fact(decode_keyed(msg, keys, settings.max_future_skew_s))), event)
 
     @app.agent(inputs)
     async def process(stream):

@@ -364,6 +364,8 @@ def test_verify_shows_the_first_differing_rows_and_exits_non_zero(mixed):
     assert done.returncode == 1, done.stderr
     [check] = orjson.loads(done.stdout)["projections"]
     assert not check["equal"]
+    # which rules made the replayed decisions: decide() called directly stamps none ("unrecorded")
+    assert set(orjson.loads(done.stdout)["rules_profiles"]) == {"unrecorded"}
     [diff] = [d for d in check["diffs"] if d.get("table") == "preferences"]
     assert diff["key"] == {"user_id": user, "key": key} and diff["columns"] == ["value"]
     assert diff["live"]["value"] == "tampered" and diff["shadow"]["value"] != "tampered"
@@ -448,6 +450,10 @@ def test_whatif_with_the_live_settings_reproduces_the_live_decisions(decided, no
     assert all(c["delta"] == 0 for c in report["decisions"].values()), report["decisions"]
     assert {"memory.created", "memory.linked", "memory.superseded", "memory.merged"} <= set(report["decisions"])
     assert report["memory"]["whatif"] == report["memory"]["live"]
+    # the what-if ran under the live rules profile, and says so (the live decisions carry its hash)
+    profiles = report["rules_profiles"]
+    assert list(profiles["live"]) == [profiles["whatif"]["hash"]]
+    assert profiles["live"][profiles["whatif"]["hash"]]["differs"] == {}
 
 
 def test_whatif_with_a_lower_dedup_threshold_reinforces_more(decided):
@@ -461,6 +467,13 @@ def test_whatif_with_a_lower_dedup_threshold_reinforces_more(decided):
     ex = report["examples"][0]
     assert ex["content"] and ex["live"] != ex["whatif"]
     assert report["memory"]["whatif"]["active"] < report["memory"]["live"]["active"]
+    # which rules made each side: the live profile (from its rules.adopted) differs in that one setting
+    profiles = report["rules_profiles"]
+    (live_profile, made),  = profiles["live"].items()
+    assert live_profile != profiles["whatif"]["hash"] and made["decisions"] == sum(c["live"] for c in d.values())
+    assert made["differs"] == {"dedup_threshold": {"live": live.dedup_threshold, "whatif": 0.9}}
+    from replay.whatif import render
+    assert f"live: {made['decisions']:,} decisions under rules profile {live_profile} (dedup_threshold" in render(report)
     # the shadow read models answer the ordinary queries
     from projections.queries import memories
     from replay.whatif import whatif_names

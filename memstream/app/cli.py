@@ -215,6 +215,10 @@ def cmd_mcp(args) -> None:
 def cmd_worker(args) -> None:
     from memstream.app.workers import Supervisor, run_worker
     from projections.registry import PROJECTORS
+    if args.rollover:   # through the environment, so supervised copies (--instances) get it too
+        os.environ["MEMSTREAM_RULES_ROLLOVER"] = "1"
+        from memstream.config import get_settings as cached
+        cached.cache_clear()
     if args.instances > 1:   # N supervised copies in the stage's consumer group
         if args.only:
             raise SystemExit("--only and --instances do not combine: run the copies one by one with --only")
@@ -506,6 +510,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--instances", type=int, default=1, choices=range(1, 100), metavar="N",
                    help="run N supervised copies that share the stage's consumer group (default 1); "
                         "the same command on other machines adds more")
+    s.add_argument("--rollover", action="store_true",
+                   help="memory: start even though the memory topic's decisions were made under another rules "
+                        "profile, and decide under this worker's from now on (MEMSTREAM_RULES_ROLLOVER=1)")
     s.set_defaults(fn=cmd_worker)
 
     s = sub.add_parser("run", help="run the whole pipeline until Ctrl-C, restarting a worker that exits")

@@ -67,6 +67,9 @@ def cmd_verify(args) -> None:
                 print(f"     shadow           {c.shadow}")
                 for d in c.diffs:
                     print("     " + orjson.dumps(d, default=str).decode()[:600])
+        if report.rules_profiles:   # which rules made the decisions the projections were rebuilt from
+            print("decisions replayed by rules profile: " + ", ".join(
+                f"{h} {n:,}" for h, n in sorted(report.rules_profiles.items(), key=lambda x: -x[1])))
     if not report.ok:
         raise Failed(f"{sum(not c.equal for c in report.checks)} projection(s) differ from a replay of the log")
 

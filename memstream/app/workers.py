@@ -10,6 +10,7 @@ a fatal error. Every worker writes a heartbeat with per-component state
 from __future__ import annotations
 
 import logging
+import re
 import os
 import signal
 import subprocess
@@ -37,7 +38,10 @@ TICKER = "ticker"
 
 def _run_faust(app) -> None:
     from faust.worker import Worker
-    Worker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False).execute_from_commandline()
+    worker = Worker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False)
+    if not sys.stdout.isatty():
+        worker.spinner = None   # its cursor escapes ("\x1b[?25l") landed in every worker's log file
+    worker.execute_from_commandline()
 
 
 def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJECTORS) -> None:
@@ -48,7 +52,9 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
     health.set(name, "starting")
     from memstream.metrics import serve_worker
     serve_worker(settings, name, health)     # /metrics on MEMSTREAM_METRICS_PORT + this worker's offset
-    ensure_topics(settings)
+    # Every topic and changelog, with its partitions checked and its configs set, before faust
+    # starts (memstream/topology.py: a changelog faust makes itself may be missing from its metadata).
+    ensure_topics(settings, align=True)
     if name != "projectors":
         health.set(name, "running")
     if name == "extractor":
@@ -61,10 +67,15 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         _run_faust(build_llm(settings, make_embedder(settings)))
     elif name == "memory":
         from memstream.embedding import make_embedder
-        from streams.app import tune_changelogs
+        from memstream.domain.rules_profile import ProfileMismatch
         from streams.memory_processor import build
-        app = build(settings, make_embedder(settings))   # the embedder: session episodes
-        tune_changelogs(app, settings)                    # changelogs made before compaction was set
+        try:   # build() checks the rules profile against the memory topic's (streams/rules_gate.py)
+            app = build(settings, make_embedder(settings))   # the embedder: session episodes
+        except ProfileMismatch as exc:
+            # "refused" tells the supervisor that a restart with this environment cannot help
+            health.set(name, "refused", reason=str(exc))
+            health.stop()
+            raise
         _run_faust(app)
     elif name == TICKER:
         from memstream.app import ticker
@@ -132,7 +143,7 @@ def start_pipeline(settings: Settings, log_dir: Path | None = None, env: dict | 
     return procs
 
 
-def stop_pipeline(procs: dict[str, subprocess.Popen], timeout: float = 15.0) -> None:
+def stop_pipeline(procs: dict[str, subprocess.Popen], timeout: float = 30.0) -> None:
     for p in procs.values():
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -145,15 +156,37 @@ def stop_pipeline(procs: dict[str, subprocess.Popen], timeout: float = 15.0) -> 
             p.wait()
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+# Terminal control sequences (CSI and OSC), as a spinner or a colouring library writes them.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def _tail(path: Path, lines: int = 5, since: int = 0) -> str:
+    """The last `lines` non-blank lines of `path` written at or after byte `since` (where this
+    process's output began: a process that died silently must not be quoted with its
+    predecessor's last words), terminal escapes removed."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            text = f.read().decode("utf-8", "replace")
+            f.seek(max(since, f.tell() - 8192))
+            text = _ESCAPES.sub("", f.read().decode("utf-8", "replace"))
     except OSError:
         return ""
     return "\n".join(deque((ln for ln in text.splitlines() if ln.strip()), maxlen=lines))
+
+
+def refusal(settings: Settings, label: str, pid: int) -> str | None:
+    """Why the worker process `pid` refused to start (a component of its health file in state
+    `refused`, e.g. the memory worker's rules-profile check), or None: it failed otherwise."""
+    try:
+        health = orjson.loads(health_file(settings, label).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if health.get("pid") != pid:
+        return None
+    for component in (health.get("components") or {}).values():
+        if component.get("state") == "refused":
+            return str(component.get("reason") or "refused")
+    return None
 
 
 def _exit_reason(code: int) -> str:
@@ -170,25 +203,28 @@ class Supervisor:
 
     A worker that exits (crash, kill -9, a fatal error) is restarted after a capped exponential
     backoff (1 s, 2 s, … 30 s; back to 1 s once it has stayed up for a minute); each restart is
-    logged with the worker's name, how it ended and the last lines of its log. SIGINT/SIGTERM stop
-    everything: SIGTERM to every worker, SIGKILL to any still running after `grace` seconds
-    (a second Ctrl-C kills at once). Its own heartbeat file lists the workers, their pids and restarts.
+    logged with the worker's name, how it ended and the last lines its own process wrote to the log.
+    SIGINT/SIGTERM stop everything: SIGTERM to every worker (each drains and commits: faust's
+    shutdown takes ~6 s), SIGKILL to any still running after `grace` seconds (MEMSTREAM_STOP_GRACE_S;
+    a second Ctrl-C kills at once). Its own heartbeat file lists the workers, their pids and restarts.
     """
 
     def __init__(self, settings: Settings, names: tuple[str, ...] | None = None, env: dict | None = None,
-                 log_dir: Path | None = None, grace: float = 5.0, out=None, instances: int = 1):
+                 log_dir: Path | None = None, grace: float | None = None, out=None, instances: int = 1):
         self.settings = settings
         self.names = copies(names or (WORKERS + ((LLM_WORKER,) if settings.llm_base_url else ()) + (TICKER,)),
                             instances)
         self.log_dir = log_dir or settings.stack_dir / "logs"
         self.env = worker_env(settings, env)
-        self.grace = grace
+        self.grace = settings.stop_grace_s if grace is None else grace
         self.out = out or sys.stderr
         self.procs: dict[str, subprocess.Popen] = {}
         self.restarts: dict[str, int] = {n: 0 for n in self.names}
         self.last_exit: dict[str, str] = {}
         self._started: dict[str, float] = {}
+        self._log_start: dict[str, int] = {}   # where each worker's current process began writing its log
         self._due: dict[str, float] = {}
+        self.held: dict[str, str] = {}   # workers that refused their configuration: not restarted (why)
         self._backoff = {n: Backoff(base=1.0, cap=30.0) for n in self.names}
         self.stopping = 0
 
@@ -204,9 +240,11 @@ class Supervisor:
         base, k = split_label(name)
         env = {**self.env, "MEMSTREAM_INSTANCE": str(k)}
         with open(self.log_path(name), "ab") as logf:
+            self._log_start[name] = logf.tell()
             self.procs[name] = subprocess.Popen(worker_command(base), stdout=logf, stderr=subprocess.STDOUT,
                                                 env=env, start_new_session=True)
         self._started[name] = time.monotonic()
+        self.held.pop(name, None)   # started on purpose again (e.g. `add`): a new chance
 
     def add(self, name: str) -> None:
         """One more worker while the others run (scale out: it joins its stage's consumer group)."""
@@ -239,13 +277,20 @@ class Supervisor:
         now = time.monotonic()
         for name, proc in list(self.procs.items()):
             code = proc.poll()
-            if code is None or name in self._due:
+            if code is None or name in self._due or name in self.held:
+                continue
+            reason = refusal(self.settings, name, proc.pid) if code == 2 else None
+            if reason is not None:
+                # Restarting with the same environment would refuse again, every few seconds, forever.
+                self.held[name] = reason
+                self.last_exit[name] = f"refused to start: {reason}"
+                self.say(f"worker {name} (pid {proc.pid}) refused to start; not restarted: {reason}")
                 continue
             if now - self._started[name] > 60.0:
                 self._backoff[name].reset()
             delay = self._backoff[name].next()
             self.last_exit[name] = _exit_reason(code)
-            tail = _tail(self.log_path(name))
+            tail = _tail(self.log_path(name), since=self._log_start.get(name, 0))
             self.say(f"worker {name} (pid {proc.pid}) exited: {self.last_exit[name]}; restarting in {delay:.1f} s"
                      + ("; last log lines:\n    " + tail.replace("\n", "\n    ") if tail else ""))
             self._due[name] = now + delay
