@@ -259,7 +259,7 @@ class Settings(BaseModel):
 
     @classmethod
     def markdown_table(cls) -> str:
-        """Every setting, its variable, default and meaning: the README's configuration table."""
+        """Every setting, its variable, default and meaning: the table in docs/configuration.md."""
         lines = ["| variable | default | meaning |", "|---|---|---|"]
         for name, field in cls.model_fields.items():
             var = env_var(name, field)

@@ -406,9 +406,9 @@ def cmd_schemas(args) -> None:
 
 def cmd_config(args) -> None:
     from memstream.config import Settings
-    if args.update_readme:
-        from memstream.app.readme import README, update
-        print(f"{README}: {'updated' if update() else 'already current'}")
+    if args.update_docs:
+        from memstream.app.readme import CONFIG_DOC, update
+        print(f"{CONFIG_DOC}: {'updated' if update() else 'already current'}")
     elif args.markdown:
         print(Settings.markdown_table())
     else:
@@ -600,7 +600,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("config", help="print the effective settings (secrets masked)")
     s.add_argument("--markdown", action="store_true", help="every setting with its default, as a table")
-    s.add_argument("--update-readme", action="store_true", help="rewrite README.md's configuration table")
+    s.add_argument("--update-docs", "--update-readme", dest="update_docs", action="store_true",
+                   help="rewrite the settings table in docs/configuration.md (--update-readme: its old name)")
     s.set_defaults(fn=cmd_config)
 
     from memstream.app.replay_cli import add_parsers  # replay rebuild|verify|whatif, audit memory|user

@@ -1,4 +1,6 @@
-"""Keeps generated parts of README.md true: `memstream config --markdown` renders the table."""
+"""Keeps the generated parts of the docs true: docs/configuration.md holds the settings table,
+rendered from the settings themselves (`memstream config --markdown` prints it,
+`memstream config --update-docs` rewrites it between its markers)."""
 from __future__ import annotations
 
 import re
@@ -7,6 +9,8 @@ from pathlib import Path
 from memstream.config import REPO_ROOT, Settings
 
 README = REPO_ROOT / "README.md"
+DOCS = REPO_ROOT / "docs"
+CONFIG_DOC = DOCS / "configuration.md"
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
@@ -15,7 +19,7 @@ def with_config_table(text: str) -> str:
                   lambda _: f"{START}\n{Settings.markdown_table()}\n{END}", text, flags=re.S)
 
 
-def update(path: Path = README) -> bool:
+def update(path: Path = CONFIG_DOC) -> bool:
     text = path.read_text()
     new = with_config_table(text)
     path.write_text(new)
