@@ -1,6 +1,6 @@
 """Failure semantics shared by every consumer: what kind of error this is, how long to wait, health.
 
-Three kinds (README "Operations: failure semantics"):
+Three kinds (docs/operations.md#failure-semantics):
 
 - **poison**: this record can never be decoded, validated or applied (malformed JSON or base64,
   a failed tag, a key that is not its envelope's user, a NUL in a user id, a row the database

@@ -1,6 +1,6 @@
 """The key store: one AES-256 data key per user, wrapped by the current master key, in Postgres.
 
-It is the one piece of state not derived from the log (back it up: see README "Key store").
+It is the one piece of state not derived from the log (back it up: see docs/privacy.md#the-key-store).
 Deleting a user's row is erasure: every sealed field of every event of theirs becomes
 unreadable, in Kafka, in backups and in any replay.
 
