@@ -182,3 +182,30 @@ def test_an_unknown_key_id_is_dead_lettered_with_its_reason(settings, keys):
     assert runner.error is None and runner.dead_lettered == 1
     reasons = [d["reason"] for d in dead_letters(s)]
     assert len(reasons) == 1 and "unknown key id" in reasons[0] and "'ffffffffffffffff'" in reasons[0], reasons
+
+
+# -- the host's clock against the broker's ----------------------------------------------------------
+
+def test_the_sdk_learns_the_brokers_clock_and_refuses_to_stamp_with_a_clock_ahead_of_it(settings):
+    from memstream.errors import ClockAhead
+    from memstream.metrics import CLOCK_AHEAD
+    from memstream.sdk import MemoryClient
+    with MemoryClient(settings) as c:
+        c.record_turn(unique_user("clock"), "s", "user", "hello")
+        producer = c._producer_for("turns")
+        # the delivery report carried the broker's append time (LogAppendTime): this host is in step with it
+        assert abs(producer.clock_ahead_s) < 5.0 and CLOCK_AHEAD._value.get() == producer.clock_ahead_s
+        producer.clock_ahead_s = settings.max_future_skew_s + 60     # as a host whose clock runs ahead would see
+        with pytest.raises(ClockAhead, match="ahead of the Kafka broker's"):
+            c.record_turn(unique_user("clock"), "s", "user", "stamped in the future")
+        # an explicit event time does not use the host's clock: still accepted (the consumers judge it)
+        c.record_turn(unique_user("clock"), "s", "user", "back-filled", at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+
+
+def test_a_state_directory_that_cannot_take_files_is_named(settings, tmp_path):
+    from memstream.errors import ConfigError
+    from streams.app import make_app
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the stack directory should be")
+    with pytest.raises(ConfigError, match="state directory .*not-a-dir.* is not writable"):
+        make_app("memory", settings.model_copy(update={"stack_dir": blocker}))
