@@ -3,6 +3,8 @@
 Partitioning: every producer here uses librdkafka's `murmur2_random`, the Java client's
 partitioner, which is also what faust/aiokafka use. Producers in different libraries must agree,
 or one user's events would land in different partitions and lose their order (law 4).
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Embeddings are computed once, in the extractor, and written into `fact.extracted` (law 2):
 nothing downstream, replay included, ever calls an embedder for stored memories. Passages and
 queries differ for e5 models ("passage: " / "query: " prefixes), so the interface keeps both.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Fresh ids are UUIDv7 (time-ordered). Ids of *derived* events are deterministic: 
 that re-handles the same input after a crash emits byte-identical events, so every projector's
 upsert-by-id makes the duplicate harmless (law 3, exactly-once in effect). A derived id keeps
 its parent's 48-bit millisecond prefix, so derived ids still sort by time.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ the position table, law 3), so their lag here can trail the truth by one batch, 
 Costs per read: one ListGroups, one OffsetFetch per group (concurrent) and one ListOffsets for all
 partitions. `LagCollector` serves it to Prometheus, cached `MEMSTREAM_METRICS_LAG_CACHE_S` so a
 scrape every few seconds stays cheap.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ every partition has a leader, the changelogs are in the metadata the worker read
 Partitions are fixed when a namespace is made (a user's events must stay in one partition, in
 order: law 4). A topic whose partition count differs from MEMSTREAM_PARTITIONS is reported once,
 whole, with what to do — never retried.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ on demand: a deleted string record keeps them in the store file, every delete wr
 the transaction log again, and community edition has no procedure to checkpoint or rotate that log
 (measured: see memstream/app/storage_scrub.py). Keeping the text out of the graph is what lets an
 erasure reach storage (the Postgres side is rewritten by the storage scrub).
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

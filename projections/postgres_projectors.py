@@ -2,6 +2,8 @@
 
 Both write their rows and their positions in one transaction per batch (law 3) and are
 idempotent on ids, so re-applying a batch (or a re-emitted decision) changes nothing.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

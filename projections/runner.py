@@ -19,6 +19,8 @@ Fencing: the position update is a compare-and-set on the positions the runner be
 when it read the batch (`expected`). A writer that lost its partitions in a rebalance but still
 commits (a zombie) fails that check: its whole transaction rolls back, the batch is dropped and
 the runner re-seeks from the stored positions.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ but an event that still decodes — sealed and read with a key cached in some pr
 erasure happened, or a clear-only event (links, decay) — would otherwise re-create rows after the
 user's rows were deleted. Tombstones are derived from the log (the erasure event), so a rebuild
 recreates them and refuses the same events (law 1).
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ with decoding the next batch: Postgres and Neo4j do their work in their own proc
 can also be sharded by partition number over several processes (`load_parallel`): a user's
 events of every topic share a partition number (key = user id, the same partition count), so
 the shards touch disjoint users, rows and positions.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ live projection's own positions, then, with the live writers held for a moment, 
 exactly the live positions and compared by content checksum (Projector.checksum()). Both sides
 have then applied the same records, so any difference is a real one; the first differing rows
 are shown (replay/diff.py). The shadow is dropped afterwards unless `keep`.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -18,6 +18,8 @@ broker timestamp (none available) is checked for its key and the epoch only.
 Every consumer — the faust stages, the projectors, replay, time travel, audit and what-if —
 decodes through `decode_record`, so a record is poison for all of them or for none: a rebuild can
 never write a row that the live stage dead-lettered.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

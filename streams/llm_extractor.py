@@ -17,6 +17,8 @@ What is emitted for a turn:
 A re-delivered turn calls the LLM again, and an LLM need not answer twice alike: ids stay stable
 per position, but the content behind an id can differ. The memory processor re-emits its recorded
 decisions for a fact id it has already applied (within its applied window), so the first answer wins.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ Every `consolidate_every` stores, the fact that completes the count also runs co
 (memstream/domain/consolidation.py): merge/dedup over the working set, decay, expiry and
 progressive forgetting, all decided at the user's clock (the newest event time seen), never the
 wall clock.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ Decisions: no Chinese segmenter (jieba builds its dictionary on first use, a sta
 would land on one turn, and no word split is needed to keep a whole sentence as the fact); Chinese
 tags come from names after 叫, places after 去/到/住在, and a small vocabulary. Relative dates are
 resolved by hand for a bounded set of phrases (text.relative_dates) instead of a date parser.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

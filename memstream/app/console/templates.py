@@ -1,7 +1,8 @@
 """The console's pages: Jinja2 templates with autoescape on, so every value a page shows (memory
 content and turns are user text) is HTML-escaped unless a template says otherwise — none does.
 Kept in this module (not files) so the package needs no package-data. No script anywhere: the
-pages work with JavaScript off, and the Content-Security-Policy (routes.py) forbids any."""
+pages work with JavaScript off, and the Content-Security-Policy (routes.py) forbids any.
+The laws cited here are defined in docs/concepts.md#laws."""
 from __future__ import annotations
 
 from urllib.parse import quote
