@@ -1,0 +1,1 @@
+"""The fast tier: tests that need no services (tests/conftest.py marks them `fast`)."""
