@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memstream.domain.drafts import MAX_CHARS, MAX_RULE_FACTS, FactDraft, bounded  # noqa: F401 (re-exported)
+from memstream.domain import ontology
+from memstream.domain.slots import slot_spans
 from memstream.domain.statements import statement_spans
 
 _STOP = r"[，,。.!！?？;；\n]"
@@ -99,17 +101,32 @@ RULES: tuple[_Rule, ...] = (
                r"(?!\s+(?:here|there|been|had|up|good|happy|glad|great|nice|fun|ready|welcome|calm|so|a|an|the|"
                r"[a-z]+ed|[a-z]+ing|love|loved)\b)", "constraint:always:{v}", "User asks to always {v}"),
     _zh("zh.name", r"(?:我叫|我的名字是|我的名字叫)", "name", "{v}", "用户叫{v}", "identity", 0.9, "name"),
-    _zh("zh.dislike", r"我(?:不喜欢|讨厌)", "likes:{v}", "false", "用户不喜欢{v}", "preference", 0.7, "likes"),
-    _zh("zh.like", r"我(?:很|非常|最|也|还)?(?:喜欢|爱)", "likes:{v}", "true", "用户喜欢{v}", "preference", 0.7, "likes"),
-    _zh("zh.location", r"我(?:现在)?住在", "location", "{v}", "用户住在{v}", "identity", 0.8, "location"),
+    # "我最喜欢的运动是羽毛球": the thing liked is after 是, not after 喜欢 (the key was "likes:的运动是羽毛球").
+    _zh("zh.favourite", r"我(?:最|最最)(?:喜欢|爱)的[^，,。.!！?？;；\n是]{1,8}(?:是|就是)", "likes:{v}", "true", "用户最喜欢{v}",
+        "preference", 0.7, "likes"),
+    # Polarity (memstream/domain/ontology.py): a later "不喜欢 / 受不了 / 不再喜欢" supersedes "喜欢" of the same thing.
+    _zh("zh.dislike", r"(?:我|(?<=[，,；;])(?:现在|已经|但是|但|可是|不过)?)(?:现在|已经|真的|实在|也|越来越|最|其实|一直)?(?:" + ontology.words_alternation(ontology.DISLIKES_ZH)
+        + r")", "likes:{v}", "false", "用户不喜欢{v}", "preference", 0.7, "likes"),
+    _zh("zh.like", r"我(?:很|非常|最|也|还|现在|真的|特别|超|一直)?(?:喜欢|爱|喜爱|热爱|迷上了|爱上了)(?!的)", "likes:{v}", "true",
+        "用户喜欢{v}", "preference", 0.7, "likes"),
+    _Rule("zh.location", re.compile(r"我(?:们)?(?:现在|目前|已经|刚|刚刚|最近|上个月|去年)?(?:住在|搬到了|搬到|搬去了|搬去|定居在|"
+                                    r"生活在)([\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{0,20}?)(?=工作|上班|生活|读书|定居|"
+                                    r"住|了|啦|" + _STOP + r"|$|，|而且|并且|还)"),
+          "location", "{v}", "用户住在{v}", "identity", 0.8, "location"),
     _en("en.name", r"(?:my name is|my name's|call me|i am called|i'm called)", "name", "{v}", "User's name is {v}", "identity", 0.9, "name"),
-    _en("en.dislike", r"(?:i don't like|i do not like|i dislike|i hate)", "likes:{v}", "false", "User does not like {v}", "preference", 0.7, "likes"),
-    _en("en.like", r"(?:i (?:really |also )?(?:like|love|enjoy|prefer))", "likes:{v}", "true", "User likes {v}", "preference", 0.7, "likes"),
-    _en("en.location", r"(?:i live in|i'm living in|i am living in|i moved to)", "location", "{v}", "User lives in {v}", "identity", 0.8, "location"),
+    _en("en.dislike", r"(?:i(?:\s+(?:really|just|also|still|honestly|now|kind of|kinda|totally|absolutely|actually|"
+        r"seriously|completely|pretty much|increasingly))*(?:\s+|(?=['’]))(?:" + ontology.words_alternation(ontology.DISLIKES_EN).replace("'", "['’]")
+        + r"))", "likes:{v}", "false", "User does not like {v}", "preference", 0.7, "likes"),
+    _en("en.like", r"(?:i (?:really |also |now |still |just |absolutely |totally |actually )?(?:like|love|enjoy|prefer))",
+        "likes:{v}", "true", "User likes {v}", "preference", 0.7, "likes"),
+    _en("en.location", r"(?:i(?:\s+(?:now|currently|still|just|recently|finally|actually))*\s+(?:live in|moved to|moved back to|"
+        r"relocated to)|i(?:'m|’m| am)(?:\s+now|\s+currently)?\s+(?:living|based) in|i(?:'ve|’ve| have)?(?:\s+just|\s+recently)?"
+        r"\s+moved from [^,.;!?]{1,40}? to)", "location", "{v}", "User lives in {v}", "identity", 0.8, "location"),
 )
 
 
-_TRAILING_EN = re.compile(r"(?i)\s+(?:as well|too|also|either|though)$")
+_TRAILING_EN = re.compile(r"(?i)(?:\s+(?:as well|too|also|either|though|anymore|any more|any longer|these days|"
+                          r"now|lately|at all|again|nowadays))+$")
 
 
 # Words without which a rule cannot match (checked as substrings of the lower-cased turn, which
@@ -120,9 +137,13 @@ _GATES: dict[str, tuple[str, ...]] = {
     "zh.always": ("一定要", "必须", "务必", "总是", "始终", "每次都要"),
     "en.allergy": ("allerg",), "en.no_eat": ("eat",), "en.no_drink": ("drink",),
     "en.dont": ("never", "don", "do not"), "en.always": ("always",),
-    "zh.name": ("我叫", "名字"), "zh.dislike": ("不喜欢", "讨厌"), "zh.like": ("喜欢", "爱"), "zh.location": ("住在",),
-    "en.name": ("name", "call"), "en.dislike": ("like", "hate"), "en.like": ("like", "love", "enjoy", "prefer"),
-    "en.location": ("live", "living", "moved"),
+    "zh.name": ("我叫", "名字"), "zh.favourite": ("最喜欢的", "最爱的"),
+    "zh.dislike": ("不喜欢", "讨厌", "受不了", "不爱", "厌倦", "烦透"), "zh.like": ("喜欢", "爱"),
+    "zh.location": ("住在", "搬到", "搬去", "定居", "生活在"),
+    "en.name": ("name", "call"), "en.dislike": ("like", "hate", "stand", "enjoy", "love", "into", "fan", "tired", "sick",
+                                                "done", "detest", "loathe"),
+    "en.like": ("like", "love", "enjoy", "prefer"),
+    "en.location": ("live", "living", "moved", "relocated", "based"),
 }
 
 
@@ -131,8 +152,14 @@ def _clean(value: str) -> str:
     return _TRAILING_EN.sub("", value.strip().strip("\"'“”‘’「」").strip())
 
 
+# The thing a preference is about, without the verb that consumes it: "喜欢喝咖啡" and "不喜欢咖啡了",
+# "I love drinking coffee" and "I don't like coffee" are the same slot (likes:咖啡, likes:coffee).
+_LIGHT_VERB = re.compile(r"^(?:喝|吃|玩|看|听|打|踢)(?=[\u4e00-\u9fff]{2})|^(?:drinking|eating|playing|watching|"
+                         r"listening to|reading|having)\s+(?=\S)")
+
+
 def _norm_key(value: str) -> str:
-    return re.sub(r"\s+", " ", value.lower())
+    return _LIGHT_VERB.sub("", re.sub(r"\s+", " ", value.lower()))
 
 
 # "I love it", "I love how you…", "I like your turtles", "I'd love to hear": the object is a
@@ -175,7 +202,7 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
             if (i > 0 and ends[i - 1] > start) or (i < len(starts) and starts[i] < end):
                 continue  # a more specific rule (e.g. the negative form) already claimed this span
             v = _clean(m.group(1))
-            if rule.category == "policy":
+            if rule.category == "policy" or rule.slot_hint == "likes":
                 v = _PARTICLES.sub("", v)  # "不要再推荐恐怖片了" → the instruction is "推荐恐怖片"
             if not v or (rule.slot_hint == "likes" and _NOT_A_THING.match(v)):
                 continue
@@ -190,6 +217,15 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
                 importance=rule.importance,
                 slot_hint=rule.slot_hint,
             )))
+    # The ontology's other single-valued slots (occupation, employer, role, school, relationship
+    # status, diet, a self-introduction, the polarity of possession and habits): memstream/domain/slots.py.
+    for start, end, draft in slot_spans(text):
+        i = bisect.bisect_left(starts, start)
+        if (i > 0 and ends[i - 1] > start) or (i < len(starts) and starts[i] < end):
+            continue
+        starts.insert(i, start)
+        ends.insert(i, end)
+        found.append((start, end, draft))
     return sorted(found, key=lambda x: x[0])[:MAX_RULE_FACTS]
 
 

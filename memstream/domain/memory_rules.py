@@ -25,6 +25,7 @@ import uuid
 
 import numpy as np
 
+from memstream.domain import ontology
 from memstream.domain.consolidation import consolidate as run_consolidation
 from memstream.domain.consolidation import consolidation_due
 from memstream.domain.ledger import Entry, add_capped
@@ -76,8 +77,9 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for,
 
     # 1. Write-time dedup: the same slot with the same value is the same memory whatever the
     #    wording; otherwise the most similar compatible recent memory at or above the threshold.
+    #    (Not for an attribute the ontology says can hold several things of one value: a second dog.)
     target: Recent | None = None
-    if fact.key is not None:
+    if fact.key is not None and ontology.same_value_same_memory(fact.key):
         for i, r in enumerate(state.recent):
             if r.key == fact.key and r.value == fact.value:
                 target, similarity = r, float(sims[i])
@@ -146,13 +148,14 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for,
         state.last_memory_id = memory_id
 
     # 3. Preferences: a new value for a key is a new version that supersedes the old one, and
-    #    the memory that held the old value becomes outdated (never silently deleted).
+    #    the memory that held the old value becomes outdated (never silently deleted), when the
+    #    ontology says the attribute holds one value at a time (every known key, and unknown ones).
     if fact.key is not None and fact.value is not None:
         current = state.prefs.get(fact.key)
         if current is None or current.value != fact.value:
             version = 1 if current is None else current.version + 1
             tag = pref_event_tag(fact.key, version)
-            if current is not None and current.memory_id not in (None, memory_id):
+            if current is not None and current.memory_id not in (None, memory_id) and ontology.supersedes(fact.key):
                 decisions.append(Decision(f"superseded:{current.memory_id}", MemorySuperseded(
                     memory_id=current.memory_id, superseded_by=memory_id,
                     reason=f"new value for {fact.key}")))

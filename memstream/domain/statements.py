@@ -280,6 +280,10 @@ _KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
 # The catch-all kind needs the speaker as a subject ("I …", "we …", "My …" opening the sentence):
 # "It made me feel connected", "Books guide me" say more about the book than about the user.
 _EVENT_EN = dict(_KIND_EN)["event"]
+# Possession said of a thing the user no longer has, or never had, or someone else's.
+_NOT_OWNED = re.compile(r"(?i)\b(?:died|passed away|passed on|lost|put down|put to sleep|ran away|sold|gave away|"
+                        r"rehomed|used to|wish|want|wanted|would like|hope|if|don't|do not|no longer|never|"
+                        r"(?:his|her|their|your) (?:new |own |little |old )?(?:dog|cat|car|house))\b")
 _STRONG = frozenset({"health", "occupation", "age", "relationship", "possession"})
 
 # Gates: a kind's pattern runs only when the sentence has a word it needs (a set lookup on the
@@ -707,6 +711,10 @@ def _statement_en(sentence: str, at: datetime | None, relaxed: bool = False) -> 
         thing = km.groupdict().get("thing") or km.groupdict().get("pet")
         if thing:
             tag_extra.append(thing.lower())
+            if not _NOT_OWNED.search(body):
+                # the polarity slot of the ontology: "I adopted a dog" supersedes "I don't have a dog"
+                from memstream.domain.slots import canon_thing
+                key, value = f"has:{canon_thing(thing)}", "true"
     text = body
     inline = False
     if rel is not None:
@@ -771,6 +779,9 @@ _KIND_ZH: tuple[tuple[str, re.Pattern], ...] = (
     ("family", re.compile(r"我(?:的|们家)?(?:" + _RELATIONS_ZH + r")")),
     ("feeling", re.compile(r"开心|高兴|难过|伤心|累|紧张|压力|兴奋|担心|无聊|郁闷|烦|激动|失落|孤独|心情")),
 )
+_OWN_ZH = re.compile(r"我(?:们|家|们家)?(?:刚|刚刚|最近|上周|上个月|去年)?(?:养了|领养了?|收养了?|买了|有)(?:一|两|几)?[只条辆套台个]?"
+                     r"(小狗|狗狗|狗|猫咪|小猫|猫|兔子|鹦鹉|仓鼠|金鱼|乌龟|车|房子|电脑)")
+_ZH_THING = {"小狗": "狗", "狗狗": "狗", "小猫": "猫", "猫咪": "猫"}
 _TAG_ZH = re.compile(r"(" + _JOBS_ZH + "|" + _PETS_ZH + "|" + _RELATIONS_ZH + r"|夜班|过敏|花生|手术|医院|婚礼|生日|"
                      r"旅行|出差|会议|考试|面试|演唱会|马拉松)")
 _NAME_ZH = re.compile(r"(?:叫|名叫|叫做)\s*([A-Za-z][A-Za-z'-]*|[\u4e00-\u9fff]{2,3}?)(?=\s*的|[，,。.!！\s]|$)")
@@ -818,6 +829,10 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
         o = re.search(r"我是(?:一名|一个|个)?(" + _JOBS_ZH + r")", body)
         if o:
             key, value = "occupation", o.group(1)
+    elif kind == "possession":
+        o = _OWN_ZH.search(body)
+        if o and not re.search(r"死了|去世|丢了|走丢|卖了|送人|送走", body):
+            key, value = f"has:{_ZH_THING.get(o.group(1), o.group(1))}", "true"
     label = ""
     if rel is not None:
         label = rel.label
@@ -852,14 +867,13 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
     follows = False           # the previous sentence became the last statement (and took no follow-up yet)
     short: tuple[int, str] | None = None   # the previous sentence, first-person but too short alone
     fences = [f.span() for f in _FENCE.finditer(text)] if "```" in text else []
-    for i, m in enumerate(_SENTENCE.finditer(text)):
+    for i, (m, cjk) in enumerate(_segments(text)):
         if i >= MAX_SENTENCES:
             break
         sentence = m.group(0)[:MAX_SENTENCE_CHARS]
         if not sentence.strip() or _looks_like_code(sentence) or any(a <= m.start() < b for a, b in fences):
             follows, short = False, None
             continue
-        cjk = _CJK.search(sentence)
         draft = _guarded(_statement_zh if cjk else _statement_en, sentence, at)
         if draft is not None:
             if len(out) >= MAX_STATEMENTS:
@@ -882,6 +896,110 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
         follows = False
         short = None if (more or cjk) else (m.start(), sentence)
     return out
+
+
+class _Piece:
+    """A part of a sentence, with the match interface statement_spans reads (group(0), start, end)."""
+    __slots__ = ("text", "_start")
+
+    def __init__(self, text: str, start: int):
+        self.text, self._start = text, start
+
+    def group(self, _: int = 0) -> str:
+        return self.text
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._start + len(self.text)
+
+
+_CLAUSE = re.compile(r"[^,，;；、]+[,，;；、]*")
+_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_LATIN_START = re.compile(r"^[\s\W\d]*[A-Za-z]")
+
+
+def _latin(clause: str) -> bool:
+    """Is this clause English, though it may name a Chinese place or person ("I work as a data
+    analyst in 深圳", "My wife 韩梅梅 is a teacher", "平时 I play basketball on weekends")? It has
+    several Latin words, more of them than Chinese words (two characters a word)."""
+    words = len(_LATIN_WORD.findall(clause))
+    return words >= 2 and (words * 2 > len(_CJK.findall(clause)) or
+                           (_LATIN_START.match(clause) is not None and words >= 3))
+
+
+# Coordinated first-person clauses are separate propositions ("I live in Lisbon and I play the
+# violin"): each is decided on its own, so a move supersedes the city without the violin.
+_EN_COMPOUND = re.compile(r"(?:,[ \t]{0,3}|;[ \t]{0,3}|[ \t]{1,3})(?:(?:and|but|so|and now|but now|and also)[ \t]{1,3})?"
+                          r"(?=I(?:['’](?:m|ve|ll|d))?\s)"
+                          r"(?<!\bthat )(?<!\bwhere )(?<!\bwhen )(?<!\bbecause )(?<!\bif )")
+
+
+def _en_clauses(m):
+    """The first-person clauses of an English sentence (itself when it has one)."""
+    sentence = m.group(0)
+    cuts = [c.start() for c in _EN_COMPOUND.finditer(sentence)
+            if c.group(0).strip(" ,;") or c.group(0).strip() in (",", ";")]
+    cuts = [c for c in cuts if c > 0 and _FP_CLAUSE.search(sentence, 0, c) and len(sentence[:c].split()) >= 3]
+    if not cuts:
+        yield m
+        return
+    bounds = [0, *cuts, len(sentence)]
+    for a, b in zip(bounds, bounds[1:]):
+        yield _Piece(sentence[a:b], m.start() + a)
+
+
+# "我叫王芳，我住在北京，我是一名老师": each clause that names the user again is its own proposition.
+_ZH_COMPOUND = re.compile(r"[，,；;](?=\s*(?:我(?!们)|而且我|并且我|但是我|不过我|可是我|现在我))")
+
+
+def _zh_clauses(m):
+    sentence = m.group(0)
+    cuts = [c.end() for c in _ZH_COMPOUND.finditer(sentence)]
+    if not cuts:
+        yield m
+        return
+    bounds = [0, *cuts, len(sentence)]
+    for a, b in zip(bounds, bounds[1:]):
+        yield _Piece(sentence[a:b], m.start() + a)
+
+
+_FP_CLAUSE = re.compile(r"(?<![\w'’])(?:I|I['’](?:m|ve|ll|d)|[Ww]e)(?![\w'’])")   # a first-person subject
+
+
+def _segments(text: str):
+    """Sentences, each with whether it is Chinese; a sentence that mixes Chinese and English clauses
+    ("我叫李雷, I work as a data analyst in 深圳", "我喜欢游泳, but I really hate running") is read
+    clause by clause, each in its own language, consecutive clauses of one language together."""
+    for m in _SENTENCE.finditer(text):
+        sentence = m.group(0)
+        if not _CJK.search(sentence):
+            for piece in _en_clauses(m):
+                yield piece, False
+            continue
+        if _LATIN_WORD.search(sentence) is None:
+            for piece in _zh_clauses(m):
+                yield piece, True
+            continue
+        parts: list[list] = []                 # [start, end, is_chinese]
+        for c in _CLAUSE.finditer(sentence):
+            zh = _CJK.search(c.group(0)) is not None and not _latin(c.group(0))
+            if parts and parts[-1][2] == zh:
+                parts[-1][1] = c.end()
+            else:
+                parts.append([c.start(), c.end(), zh])
+        if len(parts) == 1:
+            yield m, parts[0][2]
+            continue
+        for a, b, zh in parts:
+            piece = _Piece(sentence[a:b], m.start() + a)
+            if zh:
+                for p in _zh_clauses(piece):
+                    yield p, True
+            else:
+                for p in _en_clauses(piece):
+                    yield p, False
 
 
 def _guarded(fn, sentence: str, at: datetime | None, **kw) -> FactDraft | None:

@@ -10,7 +10,7 @@ def test_chinese_identity_location_and_preferences():
     assert facts("你好！我叫张三，我住在北京。我喜欢喝咖啡，我不喜欢香菜") == [
         ("name", "张三", "identity"),
         ("location", "北京", "identity"),
-        ("likes:喝咖啡", "true", "preference"),
+        ("likes:咖啡", "true", "preference"),
         ("likes:香菜", "false", "preference"),
     ]
 
@@ -96,7 +96,7 @@ def test_instructions_do_not_swallow_other_rules_or_small_talk():
     # An instruction claims its span, so "Never call me Bob" is not the name "Bob".
     assert facts("Never call me Bob") == [("constraint:dont:call me bob", "true", "policy")]
     assert facts("我对花生过敏，我喜欢喝咖啡") == [
-        ("constraint:allergy:花生", "true", "policy"), ("likes:喝咖啡", "true", "preference")]
+        ("constraint:allergy:花生", "true", "policy"), ("likes:咖啡", "true", "preference")]
     assert facts("I don't eat pork and I like jazz") == [
         ("constraint:no-eat:pork", "true", "policy"), ("likes:jazz", "true", "preference")]
 

@@ -17,18 +17,21 @@ NURSE = "Hi! I'm a nurse and I work night shifts. I'm allergic to peanuts. Last 
 
 def test_nurse_turn_gives_occupation_constraint_and_a_dated_adoption():
     facts = extract_facts(NURSE, at=AT)
+    # "I'm a nurse and I work night shifts" is two propositions (#30): a new job supersedes the
+    # first without taking the shifts with it
     assert [f.content for f in facts] == [
-        "User is a nurse and works night shifts",
+        "User is a nurse",
+        "User works night shifts",
         "User is allergic to peanuts",
         "User adopted a cat named Miso (week of 2026-11-23)",
     ]
-    job, allergy, cat = facts
+    job, shifts, allergy, cat = facts
     assert (job.category, job.slot_hint, job.key, job.value) == ("identity", "occupation", "occupation", "nurse")
-    assert {"nurse", "night shifts"} <= set(job.tags)
+    assert "nurse" in job.tags and "night shifts" in shifts.tags and shifts.key is None
     # the allergy stays the rule channel's constraint, and is not repeated as a statement
     assert (allergy.rule, allergy.category, allergy.key) == ("en.allergy", "policy", "constraint:allergy:peanuts")
     assert cat.event_date == "2026-11-23" and {"miso", "cat"} <= set(cat.tags)
-    assert cat.key is None and cat.value is None          # statements fill no preference slot
+    assert (cat.key, cat.value) == ("has:cat", "true")    # possession is the ontology's polarity slot
     assert allergy.importance > job.importance > cat.importance
 
 
@@ -41,12 +44,13 @@ def test_without_a_turn_time_the_relative_date_stays_in_the_words():
 def test_chinese_statements():
     facts = extract_facts("你好！我是一名护士，我上夜班。我对花生过敏。上周我领养了一只叫 Miso 的猫。我下个月要去东京出差。", at=AT)
     assert [f.content for f in facts] == [
-        "用户是一名护士，用户上夜班",
+        "用户是一名护士",
+        "用户上夜班",
         "用户对花生过敏",
         "用户领养了一只叫 Miso 的猫（2026-11-23 那一周）",
         "用户要去东京出差（2026年12月）",
     ]
-    job, _, cat, trip = facts
+    job, _, _, cat, trip = facts
     assert (job.category, job.key, job.value) == ("identity", "occupation", "护士")
     assert cat.event_date == "2026-11-23" and {"miso", "猫"} <= set(cat.tags)
     assert (trip.slot_hint, trip.event_date) == ("plan", "2026-12-01") and "东京" in trip.tags
