@@ -50,3 +50,20 @@ class InvalidInput(MemstreamError, ValueError):
 
 class AccessDenied(MemstreamError):
     """The HTTP API refused the API key: none or an unknown/revoked one (401), or a scope missing (403)."""
+
+
+class NotAuthenticated(AccessDenied):
+    """No API key, or an unknown or revoked one: HTTP 401, MCP UNAUTHORIZED, the console's sign-in form."""
+
+
+class MissingScope(AccessDenied):
+    """The API key lacks a scope the use case needs (`scope` names it): HTTP 403, MCP FORBIDDEN."""
+
+    def __init__(self, scope: str, message: str | None = None):
+        super().__init__(message or f"this API key lacks the scope {scope}")
+        self.scope = scope
+
+
+class PositionPastEnd(InvalidInput):
+    """A read-your-writes token names a position past the end of the log: no publish returned it, so
+    waiting longer would never help (HTTP 409; elsewhere it is bad input like any other)."""

@@ -12,7 +12,12 @@ Layers, bottom to top (a module may import its own layer and the ones below it):
   processing  streams | projections                           siblings: neither imports the other
   read        query
   replay      replay
+  services    memstream.services                              the use cases: access, read-your-writes, events
   app         memstream.app                                   entry points: CLI, API, workers, demo, ticker
+
+Entry points (the HTTP API, the MCP server, the CLI, the console, the framework adapters) parse,
+call a use case in memstream.services, and render: they open no store and no Kafka client
+themselves (test_entry_points_open_no_store).
 """
 from __future__ import annotations
 
@@ -47,7 +52,8 @@ LAYERS: dict[str, tuple[int, str]] = {
     "projections": (3, "projections"),
     "query": (4, "query"),
     "replay": (5, "replay"),
-    "memstream.app": (6, "app"),
+    "memstream.services": (6, "services"),
+    "memstream.app": (7, "app"),
 }
 KERNEL = {"memstream.errors", "memstream.ids", "memstream.config", "memstream.watermarks", "memstream"}
 # The pure domain: no adapters, no I/O, only the kernel, the contract and itself.
@@ -172,3 +178,71 @@ def test_the_contract_test_catches_an_upward_import(tmp_path):
     deps = imports_of("memstream.domain.probe", probe, known)
     assert "memstream.app.cli" in deps
     assert layer("memstream.app.cli")[0] > layer("memstream.domain.probe")[0]
+
+
+# -- entry points reach stores only through the services ------------------------------------------
+
+# The modules a caller comes in through. memstream.integrations are the framework adapters: they
+# talk to the HTTP API (memstream.http_client), so they stand below the app layer but are held to
+# the same rule.
+ENTRY_POINTS = ("memstream.app.api", "memstream.app.mcp_server", "memstream.app.cli", "memstream.app.console",
+                "memstream.integrations")
+# What an entry point may not import, because it is a store or a Kafka client, or an adapter that
+# opens one. Whatever needs them is a use case and belongs in memstream.services, where
+# authorisation, the read-your-writes wait and the events a use publishes are written once.
+#   third-party clients: Postgres (psycopg, psycopg_pool, pgvector), Neo4j, Kafka (confluent_kafka,
+#     aiokafka, faust);
+#   memstream's adapters: bus (producers, consumers, topic admin), sdk (the publishing client),
+#     erasure (publishes and deletes keys), the key stores (privacy.keystore, privacy.apikeys);
+#   the read side as a whole (query: its pools and queries; projections: read models and their SQL)
+#     and the replay reads that serve callers (replay.audit, replay.timetravel).
+# Operators' replay tools (rebuild, verify, what-if: memstream/app/replay_cli.py) are not entry
+# points for callers and stay outside this rule.
+STORE_CLIENTS = ("psycopg", "psycopg_pool", "pgvector", "neo4j", "confluent_kafka", "aiokafka", "faust",
+                 "memstream.bus", "memstream.sdk", "memstream.erasure", "memstream.privacy.keystore",
+                 "memstream.privacy.apikeys", "query", "projections", "replay.audit", "replay.timetravel")
+# Unavoidable exceptions, each (importer, imported) with why. Empty: keep it so.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def all_imports(path: Path, name: str) -> set[str]:
+    """Every module `path` imports by absolute name, the project's and third parties' alike."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names)   # `from pkg import sub`
+    return found
+
+
+def _is(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def store_imports(name: str, path: Path) -> list[str]:
+    return sorted({f"{name} imports {banned}" for mod in all_imports(path, name) for banned in STORE_CLIENTS
+                   if _is(mod, banned) and (name, banned) not in ALLOWED})
+
+
+def test_entry_points_open_no_store():
+    entry = {n: p for n, p in modules().items() if any(_is(n, e) for e in ENTRY_POINTS)}
+    assert {"memstream.app.api", "memstream.app.mcp_server", "memstream.app.cli"} <= set(entry)
+    found = [line for name, path in sorted(entry.items()) for line in store_imports(name, path)]
+    assert not found, ("entry points that import a store or a Kafka client (call a use case in "
+                       "memstream.services instead):\n  " + "\n  ".join(found))
+
+
+def test_the_entry_point_rule_catches_a_store_import(tmp_path):
+    """The checker itself: a lazy import of a store client in a made-up entry point is reported."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from query.store import ReadModels\n    import psycopg\n")
+    assert store_imports("memstream.app.probe", probe) == ["memstream.app.probe imports psycopg",
+                                                          "memstream.app.probe imports query"]

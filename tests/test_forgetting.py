@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstream.app import cli
-from memstream.app.forgetting import forget_user
+from memstream.services.forget import forget_user
 from memstream.sdk import MemoryClient
 from memstream.app.ticker import publish_ticks
 from projections import pg

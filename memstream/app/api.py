@@ -27,26 +27,20 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request, Security
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException
 
-from memstream.bus import LogEnds
-from memstream.bus import Position as BusPosition
 from memstream.config import Settings, get_settings
-from memstream.errors import InvalidEvent, InvalidInput, Timeout, UserErased
-from memstream.privacy.apikeys import ApiKeys
+from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotAuthenticated, PositionPastEnd, Timeout,
+                              UserErased)
 from memstream.privacy.tenants import NotYours, Principal
-from memstream.privacy.tenants import externalize as external   # shared with the MCP server
-from projections.queries import session_window, task_status, task_steps
-from query.consistency import SOURCES, wait_until_applied_async
-from query.context import ContextRequest, build_context
-from query.profile import profile
-from query.recall import RecallRequest, recall, recalled_event
-from query.store import ReadModels
+from memstream.services import audit, context, erase, forget, profile, recall, remember, short_term
+from memstream.services.access import authenticate
+from memstream.services.backend import Backend
+from memstream.services.read_your_writes import log_topics as namespace_topics
 from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, Label, SessionId, TaskId, Text, UserId, check_content,
                             check_event_time, check_id)
 
@@ -170,13 +164,6 @@ class ContextOut(BaseModel):
     slots: dict
 
 
-# Recall reads only Postgres: its graph expansion uses memory_links, kept by pgvector-items.
-RECALL_READS = ("pgvector-items",)
-PROFILE_READS = ("pgvector-items", "kv-preferences")
-# Context also holds the session window and the task's steps (query/context.py).
-CONTEXT_READS = RECALL_READS + PROFILE_READS + ("session-windows", "task-buffers")
-
-
 def _problems(errors) -> list[str]:
     """One readable line per problem: where (the field), and what is wrong."""
     out = []
@@ -256,15 +243,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        from memstream.sdk import MemoryClient
-        state["models"] = ReadModels(settings)
-        state["client"] = MemoryClient(settings)
-        state["keys"] = ApiKeys(settings)
+        backend = state["backend"] = Backend(settings).open()
+        state["models"] = backend.models      # the readiness probe's (probes.py)
         yield
-        state["keys"].close()
-        state["client"].close()
-        state["models"].close()
-        log_ends.close()
+        backend.close()
 
     app = FastAPI(title="memstream", version="1", lifespan=lifespan,
                   description="Long-term memory for AI agents. Every query is scoped to one user.")
@@ -285,8 +267,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                    description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
     Turn = create_model("TurnIn", __base__=TurnIn, content=(Content, ...), at=(At, Field(None, description=TurnIn.model_fields["at"].description)))
     Step = create_model("StepIn", __base__=StepIn, content=(Content, ...), at=(At, None))
-    log_topics = {settings.topic(t) for t in SOURCES}
-    log_ends = LogEnds(settings)
+    log_topics = namespace_topics(settings)
     # The token pattern names this namespace's topics and partitions, so the published document
     # says exactly which tokens exist; the offset is checked against the log's end (409).
     token_pattern = (r"^(?:" + "|".join(re.escape(t) for t in sorted(log_topics)) + r"):(?:"
@@ -309,6 +290,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(InvalidEvent)
     async def bad_input(request: Request, exc: Exception):
         return _invalid([str(exc)])
+
+    @app.exception_handler(PositionPastEnd)
+    async def never_applied(request: Request, exc: PositionPastEnd):
+        return JSONResponse(status_code=409, content={"error": str(exc)})
 
     @app.exception_handler(Timeout)
     async def not_yet(request: Request, exc: Timeout):
@@ -338,30 +323,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def not_yours(request: Request, exc: NotYours):
         return JSONResponse(status_code=404, content={"error": "not found"})
 
+    @app.exception_handler(NotAuthenticated)
+    async def unauthenticated(request: Request, exc: NotAuthenticated):
+        return JSONResponse(status_code=401, headers={"WWW-Authenticate": "Bearer"}, content={"error": str(exc)})
+
+    @app.exception_handler(MissingScope)
+    async def forbidden(request: Request, exc: MissingScope):
+        return JSONResponse(status_code=403, content={"error": str(exc)})
+
     # -- the trust boundary: a key, its tenant, its scopes -------------------------------------
     bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer msk_…` "
                                                       "(`memstream keys create-api-key`).")
     header = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same API key, as a header.")
-    unauthenticated = {"WWW-Authenticate": "Bearer"}
 
     def scoped(*scopes: str):
         """A dependency: the verified key (Principal) when it holds every one of `scopes`."""
         async def principal(b: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
                             h: Annotated[str | None, Security(header)] = None) -> Principal:
-            token = (b.credentials if b is not None else None) or h
-            if not token:
-                raise HTTPException(401, "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`",
-                                    headers=unauthenticated)
-            keys: ApiKeys = state["keys"]
-            known, p = keys.cached(token)          # the common case: no I/O, no thread
-            if not known:
-                p = await run_in_threadpool(keys.verify, token)
-            if p is None:
-                raise HTTPException(401, "unknown or revoked API key", headers=unauthenticated)
-            missing = [sc for sc in scopes if sc not in p.scopes]
-            if missing:
-                raise HTTPException(403, f"this API key lacks the scope {missing[0]}")
-            return p
+            return await authenticate(backend(), (b.credentials if b is not None else None) or h, *scopes)
         return principal
 
     needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read", "admin")}
@@ -373,152 +352,90 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     Auditor = Annotated[Principal, Depends(needs["audit:read"])]
     Admin = Annotated[Principal, Depends(needs["admin"])]
 
-    def content_allowed(p: Principal, content: bool) -> None:
-        if content and "audit:content" not in p.scopes:
-            raise HTTPException(403, "this API key lacks the scope audit:content (needed for content=true; "
-                                     "pass content=false for the clear fields alone)")
-
-    def models() -> ReadModels:
-        return state["models"]
-
-    async def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
-        if after:
-            # A position this namespace's log cannot hold would never be applied: say so (422)
-            # instead of waiting out wait_s and answering 503 ("retry later" would be a lie).
-            pos = BusPosition.parse(after)
-            if pos.topic not in log_topics or pos.partition >= settings.partitions:
-                raise InvalidInput(f"after: {after!r} is not a position in this namespace's log (a token from "
-                                   f"publishing here: one of {', '.join(sorted(log_topics))}, partition "
-                                   f"0..{settings.partitions - 1})")
-            try:
-                await wait_until_applied_async(models(), after, reads, timeout=wait_s)
-            except Timeout:
-                # Only now ask where the log ends (a real token is applied before its wait runs out):
-                # a position past it would never be applied, so "retry later" would be a lie.
-                if await run_in_threadpool(log_ends.is_past_end, pos):
-                    raise HTTPException(409, f"after: {after!r} is past the end of the log: "
-                                             "no publish returned it") from None
-                raise
+    def backend() -> Backend:
+        return state["backend"]
 
     @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn",
               responses=_responses(410, 413, 422, 503))
-    def publish_turn(body: Turn, p: Writer) -> dict:
-        return state["client"].record_turn(p.internal(body.user), body.session, body.role, body.content, task=body.task,
-                                           at=body.at).as_dict()
+    async def publish_turn(body: Turn, p: Writer) -> dict:
+        return (await remember.turn(backend(), p, body.user, body.session, body.role, body.content, task=body.task,
+                                    at=body.at)).as_dict()
 
     @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
               responses=_responses(410, 413, 422, 503))
-    def publish_step(body: Step, p: Writer) -> dict:
-        return state["client"].record_step(p.internal(body.user), body.task, body.content, status=body.status, kind=body.kind,
-                                           session=body.session, at=body.at).as_dict()
+    async def publish_step(body: Step, p: Writer) -> dict:
+        return (await remember.step(backend(), p, body.user, body.task, body.content, status=body.status,
+                                    kind=body.kind, session=body.session, at=body.at)).as_dict()
 
     @app.post("/v1/recall", response_model=list[RecallHitOut], summary="Recall memories relevant to a query",
               responses=_responses(413, 409, 422, 503))
     async def recall_route(body: Recall, p: Reader) -> list[dict]:
-        user = p.internal(body.user)
-        await wait(body.after, RECALL_READS, body.wait_s)
-        req = RecallRequest(user, body.query, body.k, body.categories, body.tags, body.max_age_hours,
-                            body.min_score, body.expand)
-        if body.as_of is not None:  # reading the past is not a use of the memories: nothing is published
-            from replay.timetravel import recall_as_of
-            return [h.as_dict() for h in await run_in_threadpool(recall_as_of, models(), req, body.as_of)]
-        hits = await run_in_threadpool(recall, models(), req)
-        # One memory.recalled per call (fire and forget: the answer never waits for it); the memory
-        # processor refreshes the returned memories' access from it.
-        event = recalled_event(hits, "api")
-        if event is not None:
-            state["client"].publish_nowait("memory", event, user=user)
+        hits = await recall.recall(backend(), p, body.user, body.query, channel="api", k=body.k,
+                                   categories=body.categories, tags=body.tags, max_age_hours=body.max_age_hours,
+                                   min_score=body.min_score, expand=body.expand, after=body.after,
+                                   wait_s=body.wait_s, as_of=body.as_of)
         return [h.as_dict() for h in hits]
 
     @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category",
              responses=_responses(409, 422, 503))
     async def profile_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = default_wait,
                             as_of: AsOfQ = None) -> dict:
-        user = p.internal(user)
-        await wait(after, PROFILE_READS, wait_s)
-        if as_of is not None:
-            from replay.timetravel import profile_as_of
-            return await run_in_threadpool(profile_as_of, settings, user, as_of)
-        return await run_in_threadpool(profile, models(), user)
+        return await profile.profile(backend(), p, user, after=after, wait_s=wait_s, as_of=as_of)
 
     @app.get("/v1/users/{user}/preferences", summary="The key-value preference table", responses=_responses(409, 422, 503))
     async def preferences_route(user: UserParam, p: Reader, after: AfterQ = None, wait_s: WaitQ = default_wait,
                                 as_of: AsOfQ = None) -> dict:
-        user = p.internal(user)
-        await wait(after, ("kv-preferences",), wait_s)
-        if as_of is not None:
-            from replay.timetravel import profile_as_of
-            return (await run_in_threadpool(profile_as_of, settings, user, as_of))["preferences"]
-        return (await run_in_threadpool(profile, models(), user))["preferences"]
+        return await profile.preferences(backend(), p, user, after=after, wait_s=wait_s, as_of=as_of)
 
     @app.get("/v1/audit/memories/{memory_id}", summary="A memory's whole life, with causation chains",
              responses=_responses(422, 503))
-    def audit_memory_route(memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
-                           p: Auditor, content: bool = True) -> dict:
-        from replay.audit import NotFound, memory_audit, memory_user
-        content_allowed(p, content)
-        owner = memory_user(settings, memory_id)
-        if owner is None or not p.owns(owner):      # another tenant's memory is as absent as none
-            raise NotYours("no such memory")
-        try:
-            return external(memory_audit(settings, memory_id, content=content), p)
-        except NotFound:
-            raise NotYours("no such memory") from None
+    async def audit_memory_route(memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
+                                 p: Auditor, content: bool = True) -> dict:
+        return await audit.memory_life(backend(), p, memory_id, content=content)
 
     @app.get("/v1/audit/users/{user}", summary="A user's timeline: every indexed event, oldest first",
              responses=_responses(422, 503))
-    def audit_user_route(user: UserParam, p: Auditor, content: bool = False,
-                         limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
-                         since: Annotated[IsoTime | None, Query()] = None,
-                         until: Annotated[IsoTime | None, Query()] = None) -> dict:
-        from replay.audit import user_timeline
-        content_allowed(p, content)
-        return external(user_timeline(settings, p.internal(user), content=content, limit=limit, since=since,
-                                      until=until), p)
+    async def audit_user_route(user: UserParam, p: Auditor, content: bool = False,
+                               limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+                               since: Annotated[IsoTime | None, Query()] = None,
+                               until: Annotated[IsoTime | None, Query()] = None) -> dict:
+        return await audit.timeline(backend(), p, user, content=content, limit=limit, since=since, until=until)
 
     @app.get("/v1/users/{user}/tasks/{task}/steps", summary="The last k steps of a task", responses=_responses(409, 422, 503))
     async def steps_route(user: UserParam, task: Annotated[TaskId, Path()], p: Reader,
                           k: Annotated[int, Query(ge=1, le=settings.task_buffer_size,
                                                   description="Steps wanted (at most the ring buffer size).")] = 20,
                           after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
-        user = p.internal(user)
-        await wait(after, ("task-buffers",), wait_s)
-        return await run_in_threadpool(lambda: {"task": task_status(settings, user, task),
-                                                "steps": task_steps(settings, user, task, k)})
+        return await short_term.task(backend(), p, user, task, k, after=after, wait_s=wait_s)
 
     @app.get("/v1/users/{user}/sessions/{session}", summary="The session window (recent messages)",
              responses=_responses(409, 422, 503))
     async def session_route(user: UserParam, session: Annotated[SessionId, Path()], p: Reader, after: AfterQ = None,
                             wait_s: WaitQ = default_wait) -> dict:
-        user = p.internal(user)
-        await wait(after, ("session-windows",), wait_s)
-        return await run_in_threadpool(session_window, settings, user, session, with_summary=True)
+        return await short_term.session(backend(), p, user, session, with_summary=True, after=after, wait_s=wait_s)
 
     # -- admin: forgetting and erasure, within the key's tenant (and its bound user) -------------
     @app.delete("/v1/users/{user}/memories/{memory_id}", response_model=ForgottenOut, status_code=202,
                 summary="Forget one memory for good (and every memory merged into it)", responses=_responses(422, 503))
-    def forget_route(user: UserParam, memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
-                     p: Admin, reason: Annotated[str, Query(max_length=500)] = "") -> dict:
-        from memstream.app.forgetting import forget_for_caller
-        return forget_for_caller(settings, p.internal(user), memory_id, requested_by=f"api:{p.key_id}", reason=reason)
+    async def forget_route(user: UserParam, memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
+                           p: Admin, reason: Annotated[str, Query(max_length=500)] = "") -> dict:
+        return await forget.memory(backend(), p, user, memory_id, requested_by=f"api:{p.key_id}", reason=reason)
 
     @app.delete("/v1/users/{user}", response_model=Position, status_code=202,
                 summary="Erase a user: crypto-shred their content everywhere, refuse their later events",
                 description="The key is deleted and the erasure published before the answer; the storage scrub "
                             "(rewriting what held the user's rows, dropping old WAL) follows in the background.",
                 responses=_responses(422, 503))
-    def erase_route(user: UserParam, p: Admin) -> dict:
-        from memstream.erasure import erase_user
-        pos = erase_user(settings, p.internal(user), requested_by=f"api:{p.key_id}")
+    async def erase_route(user: UserParam, p: Admin) -> dict:
+        pos = await erase.erase(backend(), p, user, requested_by=f"api:{p.key_id}")
         app.state.scrubs.schedule(pos)
         return pos.as_dict()
 
     @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget",
               responses=_responses(413, 409, 422, 503))
     async def context_route(body: Context, p: Reader) -> dict:
-        user = p.internal(body.user)
-        await wait(body.after, CONTEXT_READS, body.wait_s)
-        return await build_context(models(), ContextRequest(user, body.query, body.session, body.task,
-                                                             body.budget, dict(body.slot_budgets), body.k))
+        return await context.context(backend(), p, body.user, body.query, session=body.session, task=body.task,
+                                     budget=body.budget, slot_budgets=body.slot_budgets, k=body.k,
+                                     after=body.after, wait_s=body.wait_s)
 
     return app

@@ -62,85 +62,76 @@ def cmd_stack(args) -> None:
         getattr(stack, args.action)()
 
 
+def _use(case):
+    """Run one use case of memstream.services as the operator: `case(backend, caller)` returns its
+    coroutine. The backend opens only what the use case touches and is closed after it (closing
+    delivers what it published, e.g. a recall's memory.recalled)."""
+    import asyncio
+
+    from memstream.services.access import OPERATOR
+    from memstream.services.backend import Backend
+    backend = Backend(get_settings(), pool_size=2)
+    try:
+        return asyncio.run(case(backend, OPERATOR))
+    finally:
+        backend.close()
+
+
 def cmd_publish(args) -> None:
-    from memstream.sdk import MemoryClient
-    with MemoryClient() as client:
-        if args.what != "turn" and not args.task:
-            raise MemstreamError(f"publish {args.what} needs --task")
-        if args.what in ("turn", "step") and args.text is None:
-            raise MemstreamError(f"publish {args.what} needs --text")
-        if args.what == "turn":
-            pos = client.record_turn(args.user, args.session, args.role, args.text, task=args.task, at=_time(args.at))
-        elif args.what == "step":
-            pos = client.record_step(args.user, args.task, args.text, status=args.status, kind=args.kind, at=_time(args.at))
-        elif args.what == "task-start":  # resets the task's step buffer
-            pos = client.start_task(args.user, args.task, session=args.session, goal=args.text or "", at=_time(args.at))
-        else:
-            pos = client.finish_task(args.user, args.task, status=args.outcome, at=_time(args.at))
+    from memstream.services import remember
+    if args.what != "turn" and not args.task:
+        raise MemstreamError(f"publish {args.what} needs --task")
+    if args.what in ("turn", "step") and args.text is None:
+        raise MemstreamError(f"publish {args.what} needs --text")
+    at = _time(args.at)
+    if args.what == "turn":
+        pos = _use(lambda b, op: remember.turn(b, op, args.user, args.session, args.role, args.text, task=args.task,
+                                               at=at))
+    elif args.what == "step":
+        pos = _use(lambda b, op: remember.step(b, op, args.user, args.task, args.text, status=args.status,
+                                               kind=args.kind, at=at))
+    elif args.what == "task-start":  # resets the task's step buffer
+        pos = _use(lambda b, op: remember.start_task(b, op, args.user, args.task, session=args.session,
+                                                     goal=args.text or "", at=at))
+    else:
+        pos = _use(lambda b, op: remember.finish_task(b, op, args.user, args.task, status=args.outcome, at=at))
     _print(pos.as_dict() if args.json else pos.token(), args.json)
 
 
 def cmd_prefs(args) -> None:
-    from projections.queries import preferences
-    if args.as_of:  # time travel: replay/timetravel.py
-        from replay.timetravel import preferences_as_of
-        _print(preferences_as_of(get_settings(), args.user, _as_of(args)), args.json)
-        return
-    _print(preferences(get_settings(), args.user), args.json)
+    from memstream.services import memories
+    as_of = _as_of(args)   # time travel: replay/timetravel.py
+    _print(_use(lambda b, op: memories.preference_rows(b, op, args.user, as_of=as_of)), args.json)
 
 
 def cmd_memories(args) -> None:
-    from projections.queries import memories
-    if args.as_of:
-        from replay.timetravel import memories_as_of
-        _print(memories_as_of(get_settings(), args.user, _as_of(args), limit=args.limit), args.json)
-        return
-    _print(memories(get_settings(), args.user, args.limit), args.json)
+    from memstream.services import memories
+    as_of = _as_of(args)
+    _print(_use(lambda b, op: memories.listed(b, op, args.user, args.limit, as_of=as_of)), args.json)
 
 
-def _as_of(args) -> datetime:
+def _as_of(args) -> datetime | None:
     from memstream.app.replay_cli import parse_time
     return parse_time(args.as_of, "--as-of")
 
 
 def cmd_steps(args) -> None:
-    from projections.queries import task_steps
-    _print(task_steps(get_settings(), args.user, args.task, args.k), args.json)
+    from memstream.services import short_term
+    _print(_use(lambda b, op: short_term.steps(b, op, args.user, args.task, args.k)), args.json)
 
 
 def cmd_session(args) -> None:
-    from projections.queries import session_window
-    _print(session_window(get_settings(), args.user, args.session), args.json)
-
-
-def _models():
-    from query.store import ReadModels
-    return ReadModels(get_settings(), pool_size=2)
-
-
-def _wait(models, after: str | None, reads: tuple[str, ...]) -> None:
-    if after:
-        from query.consistency import wait_until_applied
-        wait_until_applied(models, after, reads)
+    from memstream.services import short_term
+    _print(_use(lambda b, op: short_term.session(b, op, args.user, args.session)), args.json)
 
 
 def cmd_recall(args) -> None:
-    from memstream.app.api import RECALL_READS
-    from query.recall import RecallRequest, recall
-    models = _models()
-    try:
-        _wait(models, args.after, RECALL_READS)
-        req = RecallRequest(args.user, args.query, args.k, args.category, args.tag,
-                            args.max_age_hours, args.min_score, not args.no_expand)
-        if args.as_of:  # what memory held then; reading the past is not a use, so nothing is published
-            from replay.timetravel import recall_as_of
-            hits = recall_as_of(models, req, _as_of(args))
-        else:
-            hits = recall(models, req)
-    finally:
-        models.close()
-    if not args.as_of:
-        _published_recall(args.user, hits)
+    from memstream.services import recall
+    as_of = _as_of(args)   # what memory held then; reading the past is not a use, so nothing is published
+    hits = _use(lambda b, op: recall.recall(b, op, args.user, args.query, channel="cli", k=args.k,
+                                            categories=args.category, tags=args.tag,
+                                            max_age_hours=args.max_age_hours, min_score=args.min_score,
+                                            expand=not args.no_expand, after=args.after, as_of=as_of))
     if args.json:
         _print([h.as_dict() for h in hits], True)
     else:
@@ -148,42 +139,16 @@ def cmd_recall(args) -> None:
             print(f"{h.score:.3f}  [{h.category}] {h.content}  {h.why}")
 
 
-def _published_recall(user: str, hits) -> None:
-    """One memory.recalled per recall call: the memory processor refreshes access from it."""
-    from query.recall import recalled_event
-    event = recalled_event(hits, "cli")
-    if event is not None:
-        from memstream.sdk import MemoryClient
-        with MemoryClient(get_settings()) as client:
-            client.publish_nowait("memory", event, user=user).result(timeout=30)
-
-
 def cmd_profile(args) -> None:
-    from memstream.app.api import PROFILE_READS
-    from query.profile import profile
-    models = _models()
-    try:
-        _wait(models, args.after, PROFILE_READS)
-        if args.as_of:
-            from replay.timetravel import profile_as_of
-            _print(profile_as_of(models.settings, args.user, _as_of(args)), True)
-        else:
-            _print(profile(models, args.user), True)
-    finally:
-        models.close()
+    from memstream.services import profile
+    as_of = _as_of(args)
+    _print(_use(lambda b, op: profile.profile(b, op, args.user, after=args.after, as_of=as_of)), True)
 
 
 def cmd_context(args) -> None:
-    import asyncio
-
-    from memstream.app.api import PROFILE_READS, RECALL_READS
-    from query.context import ContextRequest, build_context
-    models = _models()
-    try:
-        _wait(models, args.after, RECALL_READS + PROFILE_READS)
-        out = asyncio.run(build_context(models, ContextRequest(args.user, args.query, args.session, args.task, args.budget)))
-    finally:
-        models.close()
+    from memstream.services import context
+    out = _use(lambda b, op: context.context(b, op, args.user, args.query, session=args.session, task=args.task,
+                                             budget=args.budget, after=args.after))
     if args.json:
         _print(out, True)
     else:
@@ -213,8 +178,8 @@ def cmd_mcp(args) -> None:
 
 
 def cmd_worker(args) -> None:
+    from memstream.app.replay_cli import PROJECTOR_NAMES as PROJECTORS   # the registry's (test_cli_startup)
     from memstream.app.workers import Supervisor, run_worker
-    from projections.registry import PROJECTORS
     if args.rollover:   # through the environment, so supervised copies (--instances) get it too
         os.environ["MEMSTREAM_RULES_ROLLOVER"] = "1"
         from memstream.config import get_settings as cached
@@ -251,10 +216,8 @@ def cmd_demo(args) -> None:
 
 def cmd_erase(args) -> None:
     from memstream.app.storage_scrub import erase_and_scrub, scrub_storage
-    from memstream.bus import Position
     if args.what == "scrub":
-        after = Position.parse(args.after) if args.after else None
-        report = scrub_storage(get_settings(), after=after, wait_s=args.wait_s, progress=not args.json)
+        report = scrub_storage(get_settings(), after=args.after, wait_s=args.wait_s, progress=not args.json)
         _print(report.as_dict() if args.json else _scrub_line(report.as_dict()), args.json)
         return
     if not args.user:
@@ -278,15 +241,16 @@ def _scrub_line(r: dict) -> str:
 
 
 def cmd_forget(args) -> None:
-    from memstream.app.forgetting import forget_memory, forget_user
+    from memstream.services import forget
+    at = _time(args.at)
     if args.what == "memory":
         if not args.user:
             raise MemstreamError("forget memory needs --user")
-        pos, ids = forget_memory(get_settings(), args.user, args.target, requested_by=args.by, reason=args.reason,
-                                 at=_time(args.at), force=args.force)
-        _print({**pos.as_dict(), "memory_ids": ids} if args.json else f"{pos.token()} forgot {', '.join(ids)}", args.json)
+        out = _use(lambda b, op: forget.memory(b, op, args.user, args.target, requested_by=args.by,
+                                               reason=args.reason, at=at, force=args.force))
+        _print(out if args.json else f"{out['token']} forgot {', '.join(out['memory_ids'])}", args.json)
     else:
-        pos = forget_user(get_settings(), args.target, requested_by=args.by, reason=args.reason, at=_time(args.at))
+        pos = _use(lambda b, op: forget.user(b, op, args.target, requested_by=args.by, reason=args.reason, at=at))
         _print(pos.as_dict() if args.json else pos.token(), args.json)
 
 
@@ -311,43 +275,37 @@ def cmd_ticker(args) -> None:
 def cmd_keys(args) -> None:
     if args.action != "rotate":
         return _api_keys(args)
-    from memstream.privacy.keystore import KeyStore
-    keys = KeyStore(get_settings(), role="owner")        # re-wraps in place: the owner's right alone
-    print(f"re-wrapped {keys.rotate_master()} data keys with the current master key")
+    from memstream.services.keys import rotate_master_key
+    print(f"re-wrapped {rotate_master_key(get_settings())} data keys with the current master key")
 
 
 def _api_keys(args) -> None:
     """API keys of the HTTP API (memstream/privacy/apikeys.py). Whoever runs this has the stack's
     database credentials, i.e. is already an operator: the CLI needs no API key for it."""
-    from memstream.privacy.apikeys import ApiKeys
-    keys = ApiKeys(get_settings(), role="owner")         # creates and revokes: the owner's right alone
-    try:
-        if args.action == "create-api-key":
-            if not args.tenant or not args.scopes:
-                raise InvalidInput("create-api-key needs --tenant and --scopes (comma-separated)")
-            info, token = keys.create(args.tenant, args.scopes.split(","), user=args.user, name=args.name or "")
-            # The key itself, once, on stdout (for a pipe or a secrets manager); it is stored only hashed.
-            _print({**info, "api_key": token}, True) if args.json else print(token)
-            if not args.json:
-                print(f"key {info['key_id']} for tenant {info['tenant']} ({','.join(info['scopes'])})"
-                      + (f", bound to user {args.user}" if args.user else "") + ": shown once, store it now",
-                      file=sys.stderr)
-        elif args.action == "list-api-keys":
-            rows = keys.list(args.tenant)
-            if args.json:
-                _print(rows, True)
-            for r in [] if args.json else rows:
-                print(f"{r['key_id']}  {r['tenant']:<12} {','.join(r['scopes']):<48} user={r['user'] or '*'}  "
-                      f"{'revoked ' + r['revoked_at'] if r['revoked_at'] else 'active'}  {r['name']}")
-        else:
-            if not args.id:
-                raise InvalidInput("revoke-api-key needs the key id (see list-api-keys)")
-            if not keys.revoke(args.id):
-                raise MemstreamError(f"no active API key {args.id}")
-            s = get_settings()
-            print(f"revoked {args.id} (API processes refuse it within {s.api_key_cache_s:g} s, MEMSTREAM_API_KEY_CACHE_S)")
-    finally:
-        keys.close()
+    from memstream.services import keys
+    s = get_settings()
+    if args.action == "create-api-key":
+        if not args.tenant or not args.scopes:
+            raise InvalidInput("create-api-key needs --tenant and --scopes (comma-separated)")
+        info, token = keys.create_api_key(s, args.tenant, args.scopes.split(","), user=args.user, name=args.name or "")
+        # The key itself, once, on stdout (for a pipe or a secrets manager); it is stored only hashed.
+        _print({**info, "api_key": token}, True) if args.json else print(token)
+        if not args.json:
+            print(f"key {info['key_id']} for tenant {info['tenant']} ({','.join(info['scopes'])})"
+                  + (f", bound to user {args.user}" if args.user else "") + ": shown once, store it now",
+                  file=sys.stderr)
+    elif args.action == "list-api-keys":
+        rows = keys.list_api_keys(s, args.tenant)
+        if args.json:
+            _print(rows, True)
+        for r in [] if args.json else rows:
+            print(f"{r['key_id']}  {r['tenant']:<12} {','.join(r['scopes']):<48} user={r['user'] or '*'}  "
+                  f"{'revoked ' + r['revoked_at'] if r['revoked_at'] else 'active'}  {r['name']}")
+    else:
+        if not args.id:
+            raise InvalidInput("revoke-api-key needs the key id (see list-api-keys)")
+        keys.revoke_api_key(s, args.id)
+        print(f"revoked {args.id} (API processes refuse it within {s.api_key_cache_s:g} s, MEMSTREAM_API_KEY_CACHE_S)")
 
 
 def cmd_init(args) -> None:
@@ -356,8 +314,8 @@ def cmd_init(args) -> None:
 
 
 def cmd_topics(args) -> None:
-    from memstream.bus import ensure_topics
-    created = ensure_topics(get_settings())
+    from memstream.services.topics import create_topics
+    created = create_topics(get_settings())
     print("created: " + (", ".join(created) if created else "nothing (all topics exist)"))
 
 

@@ -31,8 +31,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from memstream.config import Settings
-from memstream.errors import ConfigError, InvalidEvent, InvalidInput, MemstreamError, Timeout
-from memstream.privacy.tenants import NotYours, Principal, externalize, local_api_key
+from memstream.errors import (ConfigError, InvalidEvent, InvalidInput, MemstreamError, MissingScope, NotAuthenticated,
+                              Timeout, UserErased)
+from memstream.privacy.tenants import NotYours, Principal, local_api_key
+from memstream.services import audit, context, forget, profile as profiles, recall as recalls
+from memstream.services import remember as remembering   # (the tools are named remember, recall)
+from memstream.services.access import authenticate
+from memstream.services.backend import Backend
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
@@ -42,7 +47,7 @@ try:
 except ImportError:                      # the optional extra is not installed: `memstream mcp` says so
     MCPServer = None
 
-from memstream.app.api import CONTEXT_READS, PROFILE_READS, RECALL_READS, TOKEN_PATTERN, ApiUserId, IsoTime
+from memstream.app.api import TOKEN_PATTERN, ApiUserId, IsoTime
 from schemas.limits import Label, SessionId, TaskId
 
 log = logging.getLogger("memstream.mcp")
@@ -69,24 +74,6 @@ MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Z
                                    description="A memory id, as recall or the profile returned it.")]
 
 
-class Backend:
-    """The stores one server process shares across calls (what the HTTP API opens in its lifespan)."""
-
-    def __init__(self, settings: Settings):
-        from memstream.privacy.apikeys import ApiKeys
-        from memstream.sdk import MemoryClient
-        from query.store import ReadModels
-        self.settings = settings
-        self.keys = ApiKeys(settings)
-        self.models = ReadModels(settings)
-        self.client = MemoryClient(settings)
-
-    def close(self) -> None:
-        self.client.close()
-        self.models.close()
-        self.keys.close()
-
-
 def key_from_headers(headers) -> str | None:
     """The API key of an HTTP request, read as the HTTP API reads it."""
     if not headers:
@@ -98,16 +85,15 @@ def key_from_headers(headers) -> str | None:
     return (headers.get("x-api-key") or "").strip() or None
 
 
-async def verify(backend: Backend, token: str | None) -> Principal:
-    """The key's principal (the API's check: the in-process cache, else the key store in a thread)."""
-    if not token:
-        raise MCPError(UNAUTHORIZED, "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`")
-    known, p = backend.keys.cached(token)
-    if not known:
-        p = await asyncio.to_thread(backend.keys.verify, token)
-    if p is None:
-        raise MCPError(UNAUTHORIZED, "unknown or revoked API key")
-    return p
+async def verify(backend: Backend, token: str | None, *scopes: str) -> Principal:
+    """The key's principal when it holds `scopes` (services/access.py, the API's check), refusals
+    as the JSON-RPC errors of the trust boundary."""
+    try:
+        return await authenticate(backend, token, *scopes)
+    except NotAuthenticated as exc:
+        raise MCPError(UNAUTHORIZED, str(exc)) from None
+    except MissingScope as exc:
+        raise MCPError(FORBIDDEN, str(exc)) from None
 
 
 def _retryable(exc: Exception) -> str | None:
@@ -134,6 +120,8 @@ def _tool(fn):
             raise MCPError(NOT_FOUND, "not found") from None
         except (InvalidInput, InvalidEvent) as exc:
             raise ToolError(f"invalid input: {exc}") from None
+        except UserErased:
+            raise ToolError("this user was erased; nothing can be recorded for them") from None
         except Exception as exc:
             message = _retryable(exc)
             if message is None:
@@ -173,22 +161,11 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
     request's own key (never the local one: a remote caller must not borrow the operator's key)."""
     if MCPServer is None:
         raise ConfigError("the MCP server needs the optional extra: pip install 'memstream[mcp]'")
-    settings = backend.settings
     server = MCPServer("memstream", title="memstream: long-term memory", instructions=INSTRUCTIONS, version="1",
                        log_level="WARNING")
 
     async def caller(ctx: Context, *scopes: str) -> Principal:
-        token = stdio_key if transport == "stdio" else key_from_headers(ctx.headers)
-        p = await verify(backend, token)
-        missing = [sc for sc in scopes if sc not in p.scopes]
-        if missing:
-            raise MCPError(FORBIDDEN, f"this API key lacks the scope {missing[0]}")
-        return p
-
-    async def wait(after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
-        if after:
-            from query.consistency import wait_until_applied_async
-            await wait_until_applied_async(backend.models, after, reads, timeout=min(wait_s, settings.max_wait_s))
+        return await verify(backend, stdio_key if transport == "stdio" else key_from_headers(ctx.headers), *scopes)
 
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -209,9 +186,7 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                        at: Annotated[IsoTime | None, Field(description="When it was said (ISO 8601 with timezone); "
                                                                        "default now.")] = None) -> dict:
         p = await caller(ctx, "memory:write")
-        pos = await asyncio.wrap_future(backend.client.record_turn_nowait(p.internal(user), session, role, content,
-                                                                          task=task, at=at))
-        return pos.as_dict()
+        return (await remembering.turn(backend, p, user, session, role, content, task=task, at=at)).as_dict()
 
     @server.tool(annotations=writes, description=(
         "Remember a step of a task you are working on (an action, a tool call, an observation) and whether it "
@@ -226,9 +201,8 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                             kind: Annotated[Label, Field(description="The kind of step, e.g. step, tool, observation.")] = "step",
                             session: SessionId | None = None, at: IsoTime | None = None) -> dict:
         p = await caller(ctx, "memory:write")
-        pos = await asyncio.to_thread(backend.client.record_step, p.internal(user), task, content, status=status,
-                                      kind=kind, session=session, at=at)
-        return pos.as_dict()
+        return (await remembering.step(backend, p, user, task, content, status=status, kind=kind, session=session,
+                                       at=at)).as_dict()
 
     @server.tool(annotations=reads, description=(
         "Recall the user's memories most relevant to a question or topic (semantic + keyword search, ranked, with "
@@ -241,14 +215,9 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                      categories: Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(
                          max_length=20, description="Only these categories (e.g. identity, preference, policy).")] = None,
                      after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
-        from query.recall import RecallRequest, recall as run_recall, recalled_event
         p = await caller(ctx, "memory:read")
-        internal = p.internal(user)
-        await wait(after, RECALL_READS, wait_s)
-        hits = await asyncio.to_thread(run_recall, backend.models, RecallRequest(internal, query, k, categories))
-        event = recalled_event(hits, "mcp")   # a use of the memories, as on the API: refreshes their access
-        if event is not None:
-            backend.client.publish_nowait("memory", event, user=internal)
+        hits = await recalls.recall(backend, p, user, query, channel="mcp", k=k, categories=categories, after=after,
+                                    wait_s=wait_s)
         return {"hits": [h.as_dict() for h in hits]}
 
     @server.tool(annotations=reads, description=(
@@ -262,11 +231,9 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                             budget: Annotated[int, Field(ge=50, le=100_000, description="Token budget.")] = 1200,
                             k: Annotated[int, Field(ge=1, le=50)] = 8,
                             after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
-        from query.context import ContextRequest, build_context as assemble
         p = await caller(ctx, "memory:read")
-        internal = p.internal(user)
-        await wait(after, CONTEXT_READS, wait_s)
-        return await assemble(backend.models, ContextRequest(internal, query, session, task, budget, {}, k))
+        return await context.context(backend, p, user, query, session=session, task=task, budget=budget, k=k,
+                                     after=after, wait_s=wait_s)
 
     @server.tool(annotations=reads, description=(
         "Read who the user is: every active identity, preference and policy (constraint) memory, and the key-value "
@@ -276,11 +243,8 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         return await _profile(ctx, user, after, wait_s)
 
     async def _profile(ctx: Context, user: str, after: str | None, wait_s: float) -> dict:
-        from query.profile import profile
         p = await caller(ctx, "memory:read")
-        internal = p.internal(user)
-        await wait(after, PROFILE_READS, wait_s)
-        return await asyncio.to_thread(profile, backend.models, internal)
+        return await profiles.profile(backend, p, user, after=after, wait_s=wait_s)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False), description=(
@@ -289,10 +253,8 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
     @_tool
     async def forget_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
                             reason: Annotated[str, Field(max_length=500, description="Why (kept in the audit).")] = "") -> dict:
-        from memstream.app.forgetting import forget_for_caller
         p = await caller(ctx, "admin")
-        return await asyncio.to_thread(forget_for_caller, settings, p.internal(user), memory_id,
-                                       requested_by=f"mcp:{p.key_id}", reason=reason)
+        return await forget.memory(backend, p, user, memory_id, requested_by=f"mcp:{p.key_id}", reason=reason)
 
     # -- resources ------------------------------------------------------------------------------
     @server.resource("memstream://users/{user}/profile", name="profile", mime_type="application/json", description=(
@@ -313,19 +275,11 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
     async def audit_resource(memory_id: str, ctx: Context, content: str = "true") -> str:
         import re
 
-        from replay.audit import NotFound, memory_audit, memory_user
         with_content = content.lower() not in ("false", "0", "no")
         p = await caller(ctx, "audit:read", *(("audit:content",) if with_content else ()))
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,200}", memory_id):
             raise InvalidInput("memory_id: letters, digits, '_' and '-', 1-200 characters")
-        owner = await asyncio.to_thread(memory_user, settings, memory_id)
-        if owner is None or not p.owns(owner):     # another tenant's memory is as absent as none
-            raise NotYours("no such memory")
-        try:
-            audit = await asyncio.to_thread(memory_audit, settings, memory_id, content=with_content)
-        except NotFound:
-            raise NotYours("no such memory") from None
-        return _json(externalize(audit, p))
+        return _json(await audit.memory_life(backend, p, memory_id, content=with_content))
 
     return server
 
@@ -360,18 +314,16 @@ def serve(settings: Settings, transport: Literal["stdio", "http"] = "stdio", hos
         stdio_key = local_api_key(settings)
         if not stdio_key:
             raise MemstreamError("no API key: set MEMSTREAM_API_KEY, or run `memstream stack up` for the local admin key")
-    if transport == "stdio":
-        # Refuse to start with a key that would refuse every call (the MCP host shows this line),
-        # before opening the stores.
-        from memstream.privacy.apikeys import ApiKeys
-        keys = ApiKeys(settings)
-        try:
-            if keys.verify(stdio_key) is None:
-                raise MemstreamError("MEMSTREAM_API_KEY (or the local key file) is an unknown or revoked API key")
-        finally:
-            keys.close()
-    backend = Backend(settings)
+    backend = Backend(settings)       # opens its stores on first use
     try:
+        if transport == "stdio":
+            # Refuse to start with a key that would refuse every call (the MCP host shows this line),
+            # before opening the other stores.
+            try:
+                asyncio.run(authenticate(backend, stdio_key))
+            except NotAuthenticated:
+                raise MemstreamError("MEMSTREAM_API_KEY (or the local key file) is an unknown or revoked API key") from None
+        backend.open()
         if transport == "stdio":
             logging.basicConfig(stream=sys.stderr, level=logging.WARNING)   # stdout is the protocol's
             create_server(backend, "stdio", stdio_key).run("stdio")

@@ -111,11 +111,14 @@ def erase_and_scrub(settings: Settings, user: str, requested_by: str = "operator
     return out
 
 
-def scrub_storage(settings: Settings, after: Position | None = None, wait_s: float = 120.0,
+def scrub_storage(settings: Settings, after: Position | str | None = None, wait_s: float = 120.0,
                   progress: bool = False) -> ScrubReport:
-    """Rewrite what held erased users' rows, then drop the WAL that recorded them (module steps)."""
+    """Rewrite what held erased users' rows, then drop the WAL that recorded them (module steps).
+    `after`: first wait until the projectors applied this position (or its token, as the CLI has it)."""
     began = time.monotonic()
     report = ScrubReport(settings.namespace)
+    if isinstance(after, str):
+        after = Position.parse(after)
     if after is not None:
         report.waited_s = wait_applied(settings, after, wait_s)
     report.rewrite = _rewrite_live(settings, progress)

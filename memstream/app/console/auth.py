@@ -14,11 +14,11 @@ over https, scoped to /console, and expires after COOKIE_MAX_AGE_S; logout delet
 """
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from memstream.errors import InvalidInput
+from memstream.errors import InvalidInput, MissingScope, NotAuthenticated
 from memstream.privacy.tenants import NotYours, Principal
+from memstream.services.access import NO_KEY, authenticate
 
 COOKIE = "memstream_console"
 COOKIE_PATH = "/console"
@@ -41,35 +41,32 @@ def presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or request.cookies.get(COOKIE) or None
 
 
-async def principal_of(keys, token: str) -> Principal | None:
-    known, p = keys.cached(token)            # no I/O in the common case
-    if not known:
-        p = await run_in_threadpool(keys.verify, token)
-    return p
+async def principal_of(backend, token: str) -> Principal | None:
+    """The key's principal, or None for an unknown or revoked one (the login form's check)."""
+    try:
+        return await authenticate(backend, token)
+    except NotAuthenticated:
+        return None
 
 
-async def require(request: Request, keys, *scopes: str) -> Principal:
-    """The verified key when it holds every one of `scopes`; Refused(401) sends the browser to the
-    login form, Refused(403) names the missing scope (as the API does)."""
-    token = presented_key(request)
-    if not token:
-        raise Refused(401, "sign in with an API key", login=True)
-    p = await principal_of(keys, token)
-    if p is None:
-        raise Refused(401, "unknown or revoked API key", login=True)
-    missing = [s for s in scopes if s not in p.scopes]
-    if missing:
-        raise Refused(403, f"this API key lacks the scope {missing[0]}")
-    return p
+async def require(request: Request, backend, *scopes: str) -> Principal:
+    """The verified key when it holds every one of `scopes` (services/access.py, as for the API);
+    Refused(401) sends the browser to the login form, Refused(403) names the missing scope."""
+    try:
+        return await authenticate(backend, presented_key(request), *scopes)
+    except NotAuthenticated as exc:
+        raise Refused(401, "sign in with an API key" if str(exc) == NO_KEY else str(exc), login=True) from None
+    except MissingScope as exc:
+        raise Refused(403, str(exc)) from None
 
 
-def internal(p: Principal, user: str) -> str:
-    """The internal id of a user the caller names: 404 outside its tenant (or bound user), 422 for
-    an id the API would not accept either."""
+def check_user(p: Principal, user: str) -> None:
+    """Refused unless the caller may name this user: 404 outside its tenant (or bound user), 422 for
+    an id the API would not accept either (answered as pages, before a use case is asked)."""
     if not user or len(user) > 200 or any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in user):
         raise Refused(422, "user: a user id is 1-200 printable characters")
     try:
-        return p.internal(user)
+        p.internal(user)
     except NotYours:
         raise Refused(404, "not found") from None
     except InvalidInput as exc:

@@ -9,20 +9,18 @@ that escaped escaping could not run; the templates escape every value anyway (te
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Annotated, Literal
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from starlette.concurrency import run_in_threadpool
 
-from memstream.app.console import data
-from memstream.app.console.auth import (COOKIE, COOKIE_MAX_AGE_S, COOKIE_PATH, Refused, internal, principal_of,
+from memstream.app.console.auth import (COOKIE, COOKIE_MAX_AGE_S, COOKIE_PATH, Refused, check_user, principal_of,
                                         require)
 from memstream.app.console.graph_svg import layout
 from memstream.app.console.templates import CSS, render
-from memstream.privacy.tenants import DEFAULT_TENANT
+from memstream.privacy.tenants import NotYours
+from memstream.services import audit, memories as memory_lists, operator_view
 
 HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "
                                       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -47,12 +45,12 @@ def refused(request: Request, exc: Refused) -> Response:
 
 
 def router(settings, state: dict) -> APIRouter:
-    """`state` is the API's (create_app): its ApiKeys ("keys") and ReadModels ("models"), created
-    in its lifespan, so the console shares the API's connection pools and key cache."""
+    """`state` is the API's (create_app): its services Backend ("backend"), opened in its lifespan,
+    so the console shares the API's connection pools and key cache."""
     r = APIRouter(prefix="/console", include_in_schema=False)
 
-    def keys():
-        return state["keys"]
+    def backend():
+        return state["backend"]
 
     @r.get("/static/console.css")
     def css() -> Response:
@@ -68,7 +66,7 @@ def router(settings, state: dict) -> APIRouter:
         # a form post (application/x-www-form-urlencoded), read here: no python-multipart needed
         form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
         key = (form.get("api_key") or [""])[0].strip()
-        p = await principal_of(keys(), key) if key and len(key) <= 512 else None
+        p = await principal_of(backend(), key) if key and len(key) <= 512 else None
         if p is None:
             return page("login", 401, title="sign in", p=None, error="unknown or revoked API key")
         resp = RedirectResponse("/console/", status_code=303, headers=HEADERS)
@@ -84,15 +82,15 @@ def router(settings, state: dict) -> APIRouter:
 
     @r.get("/")
     async def home(request: Request) -> Response:
-        p = await require(request, keys())
+        p = await require(request, backend())
         # the list needs memory:read (it names users); any valid key may open the page itself
-        listed = await run_in_threadpool(data.users, state["models"], p) if "memory:read" in p.scopes else None
+        listed = await memory_lists.users(backend(), p) if "memory:read" in p.scopes else None
         return page("home", title="users", p=p, users=listed)
 
     @r.get("/users")
     async def pick_user(request: Request, user: Annotated[str, Query(min_length=1, max_length=200)]) -> Response:
-        p = await require(request, keys(), "memory:read")
-        internal(p, user)
+        p = await require(request, backend(), "memory:read")
+        check_user(p, user)
         return RedirectResponse(f"/console/users/{_seg(user)}/memories", status_code=303, headers=HEADERS)
 
     @r.get("/users/{user}/memories")
@@ -101,51 +99,41 @@ def router(settings, state: dict) -> APIRouter:
                        category: Annotated[str | None, Query(max_length=200)] = None,
                        q: Annotated[str | None, Query(max_length=200)] = None,
                        limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> Response:
-        p = await require(request, keys(), "memory:read")
-        rows, counts = await run_in_threadpool(data.memories, state["models"], internal(p, user), status,
-                                               category or None, q or None, limit)
+        p = await require(request, backend(), "memory:read")
+        check_user(p, user)
+        rows, counts = await memory_lists.by_status(backend(), p, user, status, category or None, q or None, limit)
         return page("memories", title=f"memories of {user}", p=p, user=user, rows=rows, counts=counts,
                     status=status, category=category, q=q)
 
     @r.get("/users/{user}/graph")
     async def graph(request: Request, user: UserPath) -> Response:
-        p = await require(request, keys(), "memory:read")
-        nodes, edges = await run_in_threadpool(data.graph, state["models"], internal(p, user))
+        p = await require(request, backend(), "memory:read")
+        check_user(p, user)
+        nodes, edges = await memory_lists.graph(backend(), p, user)
         return page("graph", title=f"memory graph of {user}", p=p, user=user, g=layout(nodes, edges))
 
     @r.get("/memories/{memory_id}")
     async def timeline(request: Request, memory_id: MemoryId) -> Response:
-        from replay.audit import NotFound, memory_audit, memory_user
-        p = await require(request, keys(), "audit:read")
-        content = "audit:content" in p.scopes
-        owner = await run_in_threadpool(memory_user, settings, memory_id)
-        if owner is None or not p.owns(owner):         # another tenant's memory is as absent as none
-            raise Refused(404, "not found")
+        p = await require(request, backend(), "audit:read")
+        content = "audit:content" in p.scopes        # without it, the clear fields alone
         try:
-            a = await run_in_threadpool(lambda: memory_audit(settings, memory_id, content=content))
-        except NotFound:
+            a = await audit.memory_life(backend(), p, memory_id, content=content)
+        except NotYours:
             raise Refused(404, "not found") from None
-        return page("timeline", title=f"memory {memory_id}", p=p, user=p.external(owner), a=a, content=content)
+        return page("timeline", title=f"memory {memory_id}", p=p, user=a["user"], a=a, content=content)
 
     @r.get("/deadletters")
     async def deadletters(request: Request) -> Response:
-        p = await require(request, keys(), "admin")
+        p = await require(request, backend(), "admin")
         per = 100
-        rows = []
-        for d in await run_in_threadpool(data.dead_letters, settings, per):
-            # a tenant's admin sees its own users' dead letters; ones with no usable user key
-            # (nobody's) only the operator's tenant, default
-            key = d["key"] or ""
-            if (key and p.owns(key)) or (not key and p.tenant == DEFAULT_TENANT and p.user is None):
-                when = datetime.fromtimestamp(d["time_ms"] / 1000, timezone.utc).isoformat() if d["time_ms"] else None
-                rows.append({**d, "time": when, "user": p.external(key) if key else None})
+        rows = await operator_view.dead_letters(backend(), p, per)
         return page("deadletters", title="dead letters", p=p, rows=rows, per_partition=per,
                     topic=settings.topic("deadletter"))
 
     @r.get("/replay")
     async def replay_status(request: Request) -> Response:
-        p = await require(request, keys(), "admin")
-        rows = await run_in_threadpool(data.positions, state["models"])
+        p = await require(request, backend(), "admin")
+        rows = await operator_view.positions(backend(), p)
         return page("replay", title="replay status", p=p, rows=rows, behind=sum(x["behind"] for x in rows))
 
     return r

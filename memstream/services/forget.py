@@ -14,6 +14,7 @@ Both replay: the event sits in the log after what it deletes, so a rebuild delet
 """
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 from memstream.bus import EventProducer, Position, ensure_topics
@@ -21,6 +22,8 @@ from memstream.config import Settings
 from memstream.kafka_auth import CONTROL
 from memstream.errors import MemstreamError
 from memstream.privacy.keystore import KeyStore
+from memstream.privacy.tenants import NotYours
+from memstream.services.access import OPERATOR, Caller
 from schemas.codec import encode, make_envelope
 from schemas.events import EventData, MemoryForgotten, UserForgotten
 
@@ -62,12 +65,25 @@ def forget_user(settings: Settings, user: str, requested_by: str = "operator", r
     return _publish(settings, user, UserForgotten(requested_by=requested_by, reason=reason), at)
 
 
-def forget_for_caller(settings: Settings, user: str, memory_id: str, requested_by: str, reason: str = "") -> dict:
-    """forget_memory for the HTTP API and the MCP server: `user` is the caller's internal id, and a
-    memory they cannot reach (another tenant's, or none) is NotYours, the same answer either way."""
-    from memstream.privacy.tenants import NotYours
+async def memory(backend, caller: Caller, user: str, memory_id: str, *, requested_by: str, reason: str = "",
+                 at: datetime | None = None, force: bool = False) -> dict:
+    """Forget one memory of a user the caller can reach: {position..., "memory_ids": what went}.
+    A caller with a key asks for its own users' memories only, so a memory it cannot reach (another
+    tenant's, or none) is NotYours, the same answer either way; the operator is told which (and may
+    `force` a memory the read model does not know yet)."""
+    internal = caller.internal(user)
     try:
-        pos, ids = forget_memory(settings, user, memory_id, requested_by=requested_by, reason=reason)
+        pos, ids = await asyncio.to_thread(forget_memory, backend.settings, internal, memory_id,
+                                           requested_by=requested_by, reason=reason, at=at, force=force)
     except NoSuchMemory:
+        if caller is OPERATOR:
+            raise
         raise NotYours("no such memory") from None
     return {**pos.as_dict(), "memory_ids": ids}
+
+
+async def user(backend, caller: Caller, user: str, *, requested_by: str, reason: str = "",
+               at: datetime | None = None):
+    """Forget everything memory learned about the user (user.forgotten); returns its Position."""
+    return await asyncio.to_thread(forget_user, backend.settings, caller.internal(user), requested_by=requested_by,
+                                   reason=reason, at=at)

@@ -1,0 +1,67 @@
+"""Who is calling, and what they may do and reach: the one check behind the API, MCP and console.
+
+A caller is a Principal (a verified API key: its tenant, scopes and perhaps the one end user it is
+bound to; memstream/privacy/tenants.py) or the OPERATOR: whoever runs the CLI holds the stack's
+credentials already, so it has every scope and names internal user ids as they are (a tenant's
+user as `<tenant>/<user>`). Use cases take either and ask the same three questions of it:
+`internal(user)` (NotYours for a user outside its reach), `owns(internal_id)` and `scopes`.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from memstream.errors import MissingScope, NotAuthenticated
+from memstream.privacy.tenants import DEFAULT_TENANT, SCOPES, NotYours, Principal
+
+NO_KEY = "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`"
+UNKNOWN_KEY = "unknown or revoked API key"
+
+
+class Operator:
+    """The CLI's caller: every scope, every user, ids as they are inside memstream."""
+    key_id = "operator"
+    tenant = DEFAULT_TENANT
+    scopes = frozenset(SCOPES)
+    user = None
+
+    def internal(self, user: str) -> str:
+        return user
+
+    def owns(self, internal: str) -> bool:
+        return True
+
+    def external(self, internal: str) -> str:
+        return internal
+
+
+OPERATOR = Operator()
+Caller = Principal | Operator
+
+
+async def authenticate(backend, token: str | None, *scopes: str) -> Principal:
+    """The key's principal when it holds every one of `scopes`. The key cache answers without I/O in
+    the common case; a key it has not seen is verified against the key store in a worker thread."""
+    if not token:
+        raise NotAuthenticated(NO_KEY)
+    keys = backend.keys
+    known, p = keys.cached(token)
+    if not known:
+        p = await asyncio.to_thread(keys.verify, token)
+    if p is None:
+        raise NotAuthenticated(UNKNOWN_KEY)
+    require(p, *scopes)
+    return p
+
+
+def require(caller: Caller, *scopes: str) -> None:
+    missing = [s for s in scopes if s not in caller.scopes]
+    if missing:
+        raise MissingScope(missing[0])
+
+
+def owned(caller: Caller, owner: str | None, what: str = "no such memory") -> str:
+    """`owner` (an internal user id) when the caller may reach it; another tenant's (or another
+    user's than a bound key's) is as absent as none: NotYours, answered as not found."""
+    if owner is None or not caller.owns(owner):
+        raise NotYours(what)
+    return owner

@@ -1,0 +1,58 @@
+"""The services layer's own rules, without services: who may reach what (access.py) and which
+read-your-writes tokens are refused before any wait (read_your_writes.py)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memstream.config import get_settings
+from memstream.errors import InvalidInput, MissingScope
+from memstream.privacy.tenants import NotYours, Principal
+from memstream.services.access import OPERATOR, owned, require
+from memstream.services.read_your_writes import wait_for
+
+BOUND = Principal("k1", "acme", frozenset({"memory:read"}), user="alice")
+TENANT = Principal("k2", "acme", frozenset({"memory:read", "admin"}))
+
+
+def test_a_key_reaches_its_tenant_and_its_bound_user_only():
+    assert TENANT.internal("bob") == "acme/bob"
+    assert owned(TENANT, "acme/bob") == "acme/bob"
+    with pytest.raises(NotYours):
+        BOUND.internal("bob")
+    for outside in ("bob", "other/bob", None):    # the default tenant's, another tenant's, nobody's
+        with pytest.raises(NotYours):
+            owned(TENANT, outside)
+    with pytest.raises(NotYours):
+        owned(BOUND, "acme/bob")
+
+
+def test_the_operator_names_internal_ids_as_they_are_and_has_every_scope():
+    assert OPERATOR.internal("acme/bob") == "acme/bob"
+    assert owned(OPERATOR, "acme/bob") == "acme/bob"
+    require(OPERATOR, "admin", "audit:content")
+
+
+def test_a_missing_scope_is_named():
+    with pytest.raises(MissingScope, match="lacks the scope admin") as refused:
+        require(BOUND, "memory:read", "admin")
+    assert refused.value.scope == "admin"
+
+
+class NoStores:
+    """A backend whose stores are never to be opened: the refusals below come before any wait."""
+
+    def __init__(self):
+        self.settings = get_settings()
+
+    def __getattr__(self, name):
+        raise AssertionError(f"opened {name}: a token was not refused before the wait")
+
+
+def test_no_token_waits_for_nothing_and_a_foreign_one_is_refused_at_once():
+    backend = NoStores()
+    asyncio.run(wait_for(backend, None, ("pgvector-items",), 5.0))
+    for token in ("elsewhere.turns:0:1", f"{backend.settings.topic('turns')}:{backend.settings.partitions}:1"):
+        with pytest.raises(InvalidInput, match="is not a position in this namespace's log"):
+            asyncio.run(wait_for(backend, token, ("pgvector-items",), 5.0))
