@@ -63,6 +63,40 @@ def pytest_xdist_make_scheduler(config, log):
     return FaultsApart(config, log)
 
 
+# -- tiers: a test's tier is where it lives ------------------------------------------------------------
+# tests/fast/      `fast`: no service (no Kafka, Postgres, Neo4j; no stack fixture), the whole tier
+#                  well under a minute: ./dev test runs it first (tests/fast/conftest.py points the
+#                  stores' addresses at a tripwire and fails a test that connects).
+# tests/*.py       `stack`: the real local stack brought up by the project's own scripts, or slow
+#                  self-contained work (a wheel build, a model server).
+# FAULT_MODULES    `stack` and `faults`: private stacks they stop and start, in their own process.
+FAST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fast") + os.sep
+# Fixtures that start or reach services: every one of them goes through `stack`.
+SERVICE_FIXTURES = {"stack", "settings", "admin_key", "keys", "client", "pipeline"}
+
+
+def is_fast(path) -> bool:
+    return str(path).startswith(FAST_DIR)
+
+
+@pytest.hookimpl(tryfirst=True)        # before `-m` selects by these marks
+def pytest_collection_modifyitems(config, items):
+    misplaced = []
+    for item in items:
+        if is_fast(item.path):
+            item.add_marker(pytest.mark.fast)
+            wants = sorted(SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())))
+            if wants:
+                misplaced.append(f"{item.nodeid} asks for {', '.join(wants)}")
+        else:
+            item.add_marker(pytest.mark.stack)
+            if item.path.stem in FAULT_MODULES:
+                item.add_marker(pytest.mark.faults)
+    if misplaced:
+        raise pytest.UsageError("fast tests must not use the stack (move them out of tests/fast/):\n  "
+                                + "\n  ".join(misplaced))
+
+
 @pytest.fixture(scope="session")
 def stack():
     from memstream import stack as local_stack
