@@ -14,14 +14,19 @@ PROFILE_CATEGORIES = ("identity", "preference", "policy")
 
 def profile(models: ReadModels, user: str) -> dict:
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(models.q("SELECT memory_id, content, category, importance, created_at FROM {s}.memory_items "
+        cur.execute(models.q("SELECT memory_id, content, category, importance, created_at, key, value FROM {s}.memory_items "
                              "WHERE user_id = %s AND status = 'active' AND category = ANY(%s) "
                              "ORDER BY importance DESC, created_at, memory_id"), (user, list(PROFILE_CATEGORIES)))
         mems = cur.fetchall()
         cur.execute(models.q("SELECT key, value, version FROM {s}.preferences WHERE user_id = %s ORDER BY key"), (user,))
         prefs = cur.fetchall()
     out: dict = {c: [] for c in PROFILE_CATEGORIES}
+    current = {p["key"]: p["value"] for p in prefs}
     for m in mems:
+        if m["key"] is not None and m["key"] in current and m["value"] != current[m["key"]]:
+            # law 8: a memory that states another value of a slot than its current one is history,
+            # never served as current, even where no memory.superseded was recorded for it (#30)
+            continue
         out[m["category"]].append({"memory_id": m["memory_id"], "content": m["content"],
                                    "importance": m["importance"], "created_at": m["created_at"].isoformat()})
     out["preferences"] = {p["key"]: {"value": p["value"], "version": p["version"]} for p in prefs}
