@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("memstream", "schemas", "streams", "projections", "query", "replay")
 
 # (layer rank, group) by module prefix; the longest matching prefix wins.
