@@ -112,7 +112,7 @@ def restart_service(settings, name: str, timeout: float = 120.0) -> None:
     svc = fault_service(settings, name)
     svc.prepare()
     proc = svc.start()
-    services._wait_healthy(svc, proc, time.monotonic() + timeout)
+    services._wait_healthy(svc, proc, time.monotonic() + timeout, timeout)
     svc.after_healthy()
 
 
