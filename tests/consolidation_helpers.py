@@ -104,7 +104,9 @@ def graph_nodes(live, user: str) -> dict[str, dict]:
     # Neo4j reads are read-committed: a node that a concurrent transaction deletes (a forget) can be
     # matched and then read with its properties gone. Such a row reads as importance None, which
     # disagrees with Postgres, so wait_agree polls again instead of failing on it.
-    return {r["id"]: {"status": r["status"], "content": r["content"], "in_degree": r["in_degree"],
+    # The same race can read the node's id as None: it then counts as a node only the graph has, a
+    # disagreement that is polled again.
+    return {(r["id"] or "<node deleted concurrently>"): {"status": r["status"], "content": r["content"], "in_degree": r["in_degree"],
                       "importance": None if r["importance"] is None else round(float(r["importance"]), 4)}
             for r in rows}
 

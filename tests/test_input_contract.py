@@ -187,6 +187,8 @@ def test_errors_never_leak_internals(api, settings):
 def test_the_openapi_document_declares_the_4xx(app):
     spec = app.openapi()
     for path, ops in spec["paths"].items():
+        if path in ("/healthz", "/readyz"):
+            continue   # the orchestrator's probes take no input at all: nothing to refuse with a 422
         for op in ops.values():
             assert "422" in op["responses"], path
             assert op["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorOut")
