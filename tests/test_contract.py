@@ -9,19 +9,9 @@ import pytest
 from memstream.errors import InvalidEvent, UnknownEventVersion
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import FactExtracted, TurnRecorded, TurnRecordedV1
-from schemas.jsonschema_export import JSON_DIR, rendered
 from tests.helpers import unique_user
 
 T0 = datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)
-
-
-def test_json_schema_files_match_the_models():
-    files = rendered()
-    on_disk = {p.name: p.read_bytes() for p in JSON_DIR.glob("*.json")}
-    assert on_disk == files, "schemas/json is stale: run `memstream schemas export`"
-    fact = orjson.loads(files["fact.extracted.v1.json"])
-    assert fact["x-sealed"] == ["content", "embedding", "key", "tags", "value"]
-    assert fact["properties"]["embedding"]["x-sealed"] is True
 
 
 def test_roundtrip_seals_personal_fields(keys):
@@ -121,4 +111,3 @@ def test_master_key_rotation_rewraps_without_touching_events(settings):
     assert decode(raw, after).data.content == "before rotation"
     for ks in (before, rotating, after):
         ks.close()
-

