@@ -2,6 +2,8 @@
 
 A user's name must never be crowded out by an unrelated query, so the profile lists every
 active identity / preference / policy memory and the key-value table, whatever is asked.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

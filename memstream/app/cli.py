@@ -4,7 +4,7 @@ Start-up is kept cheap (`memstream --help` and `memstream status` at most 0.3 s 
 `python -m bench.cli_startup`): argument parsing imports only the standard library, orjson and
 memstream.errors. Everything else — the settings (pydantic), Kafka, Postgres and Neo4j clients,
 the event models, the embedder — is imported inside the command that needs it
-(tests/test_cli_startup.py checks which modules `--help` loads).
+(tests/fast/test_cli_startup.py checks which modules `--help` loads).
 """
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ same-value-same-memory, which is what the memory rules did before this module ex
 decide the same way (law 5, what-if reproduces them).
 
 Pure data and pure functions; no I/O.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

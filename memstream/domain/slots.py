@@ -8,6 +8,8 @@ Each extractor yields (start, end, FactDraft) spans like the rule channel's; ext
 runs them after the pattern rules, and a span a rule already claimed is not claimed twice. The
 patterns match the kinds of statement (a first-person subject, the ontology's words, a value up to
 the clause's end), never single sentences. Pure and linear, like every extraction pattern.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 

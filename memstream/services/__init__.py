@@ -1,7 +1,7 @@
 """The use cases, one module each, under every entry point (HTTP API, MCP server, CLI, console).
 
 An entry point parses its input, calls a use case here and renders the answer; it opens no store
-and no Kafka client itself (tests/test_architecture.py holds it to that). A use case owns what
+and no Kafka client itself (tests/fast/test_architecture.py holds it to that). A use case owns what
 would otherwise be written once per entry point:
 - who may do it: the caller's scopes, tenant and bound end user (access.py). The CLI acts as the
   OPERATOR, who holds the stack's credentials already and names internal user ids as they are;
