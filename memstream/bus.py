@@ -22,7 +22,7 @@ from memstream.config import Settings
 from memstream import metrics
 from memstream.errors import ClockAhead, InvalidEvent, MemstreamError, UserErased
 from memstream.kafka_auth import ADMIN, PUBLISHER, Principal, ensure_namespace_acls, kafka_config
-from memstream.topology import LOG_TOPICS as TOPICS  # re-exported: callers name the log topics through bus
+from memstream.topology import LOG_TOPICS as TOPICS  # noqa: F401 - re-exported: callers name the log topics through bus
 from schemas.codec import KeyRing, check_user_id, seal_blob
 
 PARTITIONER = "murmur2_random"

@@ -117,7 +117,7 @@ class Projector(ABC):
         """A digest of the read model's content (not its positions): equal digests, equal content."""
         raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: most projectors hold nothing to close
         pass
 
 

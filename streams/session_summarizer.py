@@ -129,7 +129,7 @@ def attach_session_summarizer(app, settings: Settings, keys: KeyRing, memory_out
             # A key store or broker that does not answer is waited for, in place (the state is
             # saved last, so a retry starts over from the same state); anything else exits.
             try:
-                await guard.run(lambda: handle(event))
+                await guard.run(lambda event=event: handle(event))
             except Exception as exc:  # noqa: BLE001 - a bug: leave for the supervisor
                 fatal("session-summarizer", exc)
             guard.done()

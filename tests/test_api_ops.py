@@ -89,7 +89,7 @@ def test_readyz_names_the_failing_check(settings, tmp_path):
             group.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
             group.close()
             producer = Producer(kafka_config(s, ADMIN))
-            for i in range(3):
+            for _ in range(3):
                 producer.produce(topic, value=b"x", key=b"k", partition=0)
             assert producer.flush(30) == 0
             time.sleep(READY_CACHE_S)   # past the cached answer of the start-up probe

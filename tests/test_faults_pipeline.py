@@ -310,7 +310,7 @@ def _members(settings, groups: list[str]) -> list[int]:
     from confluent_kafka.admin import AdminClient
     admin = AdminClient(kafka_config(settings, ADMIN))
     out = []
-    for group, fut in admin.describe_consumer_groups(groups).items():
+    for _group, fut in admin.describe_consumer_groups(groups).items():
         try:
             desc = fut.result(timeout=10)
         except Exception:  # noqa: BLE001

@@ -17,11 +17,10 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import httpx
-import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from memstream.errors import InvalidInput, MemstreamError
+from memstream.errors import InvalidInput
 from memstream.http_client import MemoryApi
 from memstream.kafka_auth import ADMIN
 from tests.auth_helpers import bearer

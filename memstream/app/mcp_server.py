@@ -26,7 +26,7 @@ import json
 import logging
 import sys
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
