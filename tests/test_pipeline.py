@@ -24,7 +24,7 @@ def test_chinese_turns_become_preferences_and_memories(settings, client, pipelin
     client.record_turn(user, "s1", "assistant", "你好张三，我叫小助手。")  # assistant turns are not about the user
     client.record_turn(user, "s1", "user", "我喜欢喝咖啡")
     prefs = wait_for(lambda: (p := prefs_by_key(settings, user)) and len(p) == 3 and p, what="3 preferences")
-    assert {k: p["value"] for k, p in prefs.items()} == {"name": "张三", "location": "北京", "likes:喝咖啡": "true"}
+    assert {k: p["value"] for k, p in prefs.items()} == {"name": "张三", "location": "北京", "likes:咖啡": "true"}
     mems = wait_for(lambda: len(m := memories(settings, user)) == 3 and m, what="3 memories")
     assert sorted(m["content"] for m in mems) == sorted(["用户叫张三", "用户住在北京", "用户喜欢喝咖啡"])
     assert {m["category"] for m in mems} == {"identity", "preference"}

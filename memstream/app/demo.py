@@ -20,7 +20,7 @@ CONVERSATION = (
     ("user", "By the way, I like hiking and I live in Shanghai now."),
     ("assistant", "Noted — hiking, and Shanghai."),
 )
-EXPECTED_PREFS = 6  # name, likes:喝咖啡, likes:香菜, occupation, likes:hiking, location (北京 → Shanghai: version 2)
+EXPECTED_PREFS = 6  # name, likes:咖啡, likes:香菜, occupation, likes:hiking, location (北京 → Shanghai: version 2)
 QUESTIONS = ("Where does the user live now?", "What pet does the user have?")
 
 
