@@ -19,7 +19,8 @@ import binascii
 import hashlib
 import hmac
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import orjson
@@ -35,6 +36,8 @@ from schemas.limits import check_id
 from schemas.upcasters import upcast
 
 VECTOR_FIELDS = frozenset({"embedding"})
+
+_E = TypeVar("_E", bound=EventData)   # make_envelope(MemoryCreated(...)) is an Envelope[MemoryCreated]
 
 # Events that make consumers delete or age state rather than add to it. Each must prove it was
 # written by memstream (an HMAC with the key store's system control key): anyone who can produce
@@ -62,7 +65,7 @@ def _format_validation(prefix: str, exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _pack_vector(values) -> str:
+def _pack_vector(values: Sequence[float]) -> str:
     return base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode()
 
 
@@ -72,7 +75,8 @@ def _unpack_vector(text: str) -> list[float]:
     raw = _b64(text, "sealed vector")
     if len(raw) % 4:
         raise InvalidEvent(f"sealed vector has {len(raw)} bytes, not a multiple of 4")
-    return np.frombuffer(raw, dtype="<f4").tolist()
+    values: list[float] = np.frombuffer(raw, dtype="<f4").tolist()
+    return values
 
 
 def _b64(text: str, what: str) -> bytes:
@@ -88,7 +92,7 @@ _US = timedelta(microseconds=1)
 
 
 def clear_envelope(id: str, type: str, v: int, user: str, time: datetime, causation: str | None,
-                   correlation: str | None, producer: str, data: dict) -> bytes:
+                   correlation: str | None, producer: str, data: dict[str, Any]) -> bytes:
     """A canonical encoding of everything an envelope keeps in the clear.
 
     Canonical, so the writer (from the model) and a reader (from the parsed wire record) get the
@@ -125,9 +129,10 @@ def check_user_id(user: str) -> None:
         raise InvalidEvent(str(exc)) from None
 
 
-def make_envelope(data: EventData, *, user: str, time: datetime | None = None, id: str | None = None,
+def make_envelope(data: _E, *, user: str, time: datetime | None = None, id: str | None = None,
                   causation: str | None = None, correlation: str | None = None,
-                  producer: str = "memstream") -> Envelope:
+                  producer: str = "memstream") -> Envelope[_E]:
+
     """A new event. Fresh events get a UUIDv7 stamped with their own event time."""
     check_user_id(user)
     when = time or datetime.now(timezone.utc)
@@ -141,17 +146,18 @@ def make_envelope(data: EventData, *, user: str, time: datetime | None = None, i
                     stored_version=data.VERSION)
 
 
-def encode(env: Envelope, keys: KeyRing) -> bytes:
+def encode(env: Envelope[EventData], keys: KeyRing) -> bytes:
     data = env.data
     assert data is not None, "cannot encode an erased event"
     full = data.model_dump(mode="json")
     clear = {k: v for k, v in full.items() if k not in data.SEALED}
-    record: dict = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
+    record: dict[str, Any] = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
                     "time": env.time, "causation": env.causation,
                     "correlation": env.correlation, "producer": env.producer, "data": clear}
     if env.type in CONTROL_TYPES:
         # Control types seal nothing (asserted by the contract tests), so the clear envelope is all of it.
-        kid, key = keys.control_key()
+        # kid None asks for the current control key, which a key ring always has (Optional only for a kid).
+        kid, key = cast(tuple[str, bytes], keys.control_key())
         record["auth"] = {"kid": kid, "mac": control_mac(key, clear_envelope(
             env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation, env.producer, clear))}
     if data.SEALED:
@@ -168,7 +174,7 @@ def encode(env: Envelope, keys: KeyRing) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_UTC_Z)
 
 
-def decode(raw: bytes | None, keys: KeyRing) -> Envelope:
+def decode(raw: bytes | None, keys: KeyRing) -> Envelope[EventData]:
     if raw is None:
         raise InvalidEvent("empty record (null value)")
     # 1. envelope
@@ -257,14 +263,15 @@ def kept_bytes(data: bytes) -> bytes:
     return memoryview(data).tobytes()
 
 
-def seal_blob(keys: KeyRing, user: str, aad: str, blob: bytes) -> dict:
+def seal_blob(keys: KeyRing, user: str, aad: str, blob: bytes) -> dict[str, str]:
     """Seal arbitrary bytes (e.g. a dead-lettered record, processor state) with the user's key."""
     kid, aead = keys.key_for_write(user)
     nonce = random_bytes(12)
     return {"kid": kid, "ct": base64.b64encode(nonce + aead.encrypt(nonce, blob, aad.encode())).decode()}
 
 
-def open_blob(keys: KeyRing, user: str, aad: str, sealed: dict) -> bytes | None:
+def open_blob(keys: KeyRing, user: str, aad: str, sealed: dict[str, str]) -> bytes | None:
+
     """The inverse of seal_blob; None when the user's key was erased."""
     aead = keys.key_for_read(user, sealed["kid"])
     if aead is None:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas.events import EventData
 
-D = TypeVar("D", bound=EventData)
+D = TypeVar("D", bound=EventData, covariant=True)  # an Envelope[MemoryCreated] is an Envelope[EventData] (frozen)
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
@@ -56,7 +56,8 @@ class WireEnvelope(BaseModel):
     causation: str | None = Field(None, description="Id of the event that caused this one.")
     correlation: str | None = Field(None, description="Id shared by everything one request set off.")
     producer: str = Field(min_length=1, description="Who wrote it (component/version).")
-    data: dict = Field(description="Clear fields of the event type's schema.")
+    data: dict[str, Any] = Field(description="Clear fields of the event type's schema.")
+
     sealed: Sealed | None = Field(None, description="Personal fields, sealed; absent when the type has none.")
     auth: ControlAuth | None = Field(None, description=(
         "Proof of origin of a control event (user.erased, user.forgotten, memory.forgotten, decay.ticked): "

@@ -7,6 +7,7 @@ languages and tools read. A test fails when a model changed and the files were n
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -16,7 +17,8 @@ from schemas.events import ALL_EVENTS, EventData
 JSON_DIR = Path(__file__).parent / "json"
 
 
-def event_schema(cls: type[EventData]) -> dict:
+def event_schema(cls: type[EventData]) -> dict[str, Any]:
+
     schema = cls.model_json_schema()
     schema["$id"] = f"memstream:{cls.TYPE}:v{cls.VERSION}"
     schema["title"] = f"{cls.TYPE} v{cls.VERSION}"

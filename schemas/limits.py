@@ -87,7 +87,8 @@ def check_event_time(at: datetime | None, max_future_skew_s: float, now: datetim
     return at
 
 
-def _id(what: str):
+def _id(what: str) -> AfterValidator:
+
     return AfterValidator(lambda v: check_id(v, what))
 
 

@@ -24,12 +24,21 @@ The laws cited here are defined in docs/concepts.md#laws.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
 from memstream.errors import InvalidEvent
 from schemas.codec import KeyRing, decode
 from schemas.envelope import Envelope
+from schemas.events import EventData
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class ConfluentMessage(Protocol):
+    """What is read of a confluent-kafka Message (the contract stays free of Kafka clients)."""
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
 
 
 def check_record_key(key: bytes | None, user: str) -> None:
@@ -56,7 +65,7 @@ def check_record_time(when: datetime, appended_ms: int | None, max_future_skew_s
 
 
 def decode_record(key: bytes | None, value: bytes | None, keys: KeyRing, *, appended_ms: int | None,
-                  max_future_skew_s: float) -> Envelope:
+                  max_future_skew_s: float) -> Envelope[EventData]:
     """Decode one log record and check it belongs where it is and when it says (InvalidEvent otherwise)."""
     env = decode(value, keys)
     check_record_key(key, env.user)
@@ -64,13 +73,14 @@ def decode_record(key: bytes | None, value: bytes | None, keys: KeyRing, *, appe
     return env
 
 
-def confluent_appended_ms(msg) -> int | None:
+def confluent_appended_ms(msg: ConfluentMessage) -> int | None:
     """The broker timestamp of a confluent-kafka Message, or None when it has none."""
     kind, ms = msg.timestamp()
     return ms if kind != 0 else None   # 0: TIMESTAMP_NOT_AVAILABLE
 
 
-def decode_confluent(msg, keys: KeyRing, max_future_skew_s: float) -> Envelope:
+def decode_confluent(msg: ConfluentMessage, keys: KeyRing, max_future_skew_s: float) -> Envelope[EventData]:
+
     """decode_record for a confluent-kafka Message (projectors, replay, audit, what-if)."""
     return decode_record(msg.key(), msg.value(), keys, appended_ms=confluent_appended_ms(msg),
                          max_future_skew_s=max_future_skew_s)
