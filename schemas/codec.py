@@ -132,7 +132,6 @@ def check_user_id(user: str) -> None:
 def make_envelope(data: _E, *, user: str, time: datetime | None = None, id: str | None = None,
                   causation: str | None = None, correlation: str | None = None,
                   producer: str = "memstream") -> Envelope[_E]:
-
     """A new event. Fresh events get a UUIDv7 stamped with their own event time."""
     check_user_id(user)
     when = time or datetime.now(timezone.utc)
@@ -271,7 +270,6 @@ def seal_blob(keys: KeyRing, user: str, aad: str, blob: bytes) -> dict[str, str]
 
 
 def open_blob(keys: KeyRing, user: str, aad: str, sealed: dict[str, str]) -> bytes | None:
-
     """The inverse of seal_blob; None when the user's key was erased."""
     aead = keys.key_for_read(user, sealed["kid"])
     if aead is None:

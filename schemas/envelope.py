@@ -57,7 +57,6 @@ class WireEnvelope(BaseModel):
     correlation: str | None = Field(None, description="Id shared by everything one request set off.")
     producer: str = Field(min_length=1, description="Who wrote it (component/version).")
     data: dict[str, Any] = Field(description="Clear fields of the event type's schema.")
-
     sealed: Sealed | None = Field(None, description="Personal fields, sealed; absent when the type has none.")
     auth: ControlAuth | None = Field(None, description=(
         "Proof of origin of a control event (user.erased, user.forgotten, memory.forgotten, decay.ticked): "

@@ -18,7 +18,6 @@ JSON_DIR = Path(__file__).parent / "json"
 
 
 def event_schema(cls: type[EventData]) -> dict[str, Any]:
-
     schema = cls.model_json_schema()
     schema["$id"] = f"memstream:{cls.TYPE}:v{cls.VERSION}"
     schema["title"] = f"{cls.TYPE} v{cls.VERSION}"

@@ -88,7 +88,6 @@ def check_event_time(at: datetime | None, max_future_skew_s: float, now: datetim
 
 
 def _id(what: str) -> AfterValidator:
-
     return AfterValidator(lambda v: check_id(v, what))
 
 

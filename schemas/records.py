@@ -80,7 +80,6 @@ def confluent_appended_ms(msg: ConfluentMessage) -> int | None:
 
 
 def decode_confluent(msg: ConfluentMessage, keys: KeyRing, max_future_skew_s: float) -> Envelope[EventData]:
-
     """decode_record for a confluent-kafka Message (projectors, replay, audit, what-if)."""
     return decode_record(msg.key(), msg.value(), keys, appended_ms=confluent_appended_ms(msg),
                          max_future_skew_s=max_future_skew_s)

@@ -29,7 +29,6 @@ def _turn_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def upcast(event_type: str, version: int, data: dict[str, Any], latest: int) -> dict[str, Any]:
-
     while version < latest:
         step = UPCASTERS.get((event_type, version))
         if step is None:
