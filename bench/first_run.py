@@ -38,6 +38,7 @@ def _hog(n: int) -> subprocess.Popen:
 
 def one_run(repo: Path, k: int, keep: bool) -> dict:
     where = Path(tempfile.mkdtemp(prefix=f"memstream-first-run-{k}-"))
+    where.chmod(0o755)   # as a user's checkout: the postgres OS user must be able to enter it (mkdtemp makes 0700)
     clone = where / "memstream"
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     env = {**os.environ, **{k: str(v) for k, v in PORTS.items()}, "MEMSTREAM_NAMESPACE": "memstream"}
