@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 BUCKETS = 64
 EDGE_CAP = 8    # incoming edges remembered per memory: enough to know in-degree >= any sane protection level
@@ -59,22 +60,23 @@ class Entry:
     kind: str | None = None  # its category (TTL by kind); None until consolidation saw it in the window
     pinned: bool = False     # a tag that keeps it from age-based forgetting (e.g. "decision")
 
-    def to_list(self) -> list:
+    def to_list(self) -> list[Any]:
         return [self.content, self.base, self.anchor, self.created, self.importance, self.last_access, self.access,
                 self.recalls, self.stage, self.inc, self.out, self.facts, self.kind, self.pinned]
 
     @classmethod
-    def from_list(cls, x: list) -> "Entry":
+    def from_list(cls, x: list[Any]) -> "Entry":
         # entries stored before kinds were kept have 12 fields
-        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]), *x[12:14])
+        # (ignore: mypy lets the leading *x[:9] fill every parameter; the slices are 9 + 3 + up to 2 fields)
+        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]), *x[12:14])  # type: ignore[call-arg]
 
-    def archived_record(self, at: float) -> list:
+    def archived_record(self, at: float) -> list[Any]:
         """The compact record an archived memory keeps (no content, no provenance)."""
         return [self.kind, self.pinned, self.base, self.anchor, self.created, self.importance, self.last_access,
                 self.access, self.recalls, at, list(self.inc), list(self.out)]
 
     @classmethod
-    def from_archived(cls, x: list) -> tuple["Entry", float]:
+    def from_archived(cls, x: list[Any]) -> tuple["Entry", float]:
         """(entry without content, archived-at time) from an archived record."""
         kind, pinned, base, anchor, created, importance, last_access, access, recalls, at, inc, out = x
         return cls("", base, anchor, created, importance, last_access, access, recalls, 2, list(inc), list(out), [],
@@ -92,10 +94,10 @@ class Ledger:
     purely in memory (tests, benchmarks).
     """
 
-    def __init__(self, load: Callable[[int], dict | None] | None = None):
+    def __init__(self, load: Callable[[int], dict[str, Any] | None] | None = None) -> None:
         self._load = load
         self._buckets: dict[int, dict[str, Entry]] = {}
-        self._archives: dict[int, dict[str, list]] = {}
+        self._archives: dict[int, dict[str, list[Any]]] = {}
         self.dirty: set[int] = set()
 
     def bucket(self, b: int) -> dict[str, Entry]:
@@ -106,7 +108,7 @@ class Ledger:
             got = self._buckets[b] = {k: Entry.from_list(v) for k, v in raw.items()}
         return got
 
-    def _archive(self, b: int) -> dict[str, list]:
+    def _archive(self, b: int) -> dict[str, list[Any]]:
         self.bucket(b)
         return self._archives[b]
 
@@ -185,16 +187,17 @@ class Ledger:
     def __len__(self) -> int:
         return sum(len(self.bucket(b)) for b in range(BUCKETS))
 
-    def dump(self, b: int) -> dict[str, list]:
-        out: dict = {k: e.to_list() for k, e in self.bucket(b).items()}
+    def dump(self, b: int) -> dict[str, Any]:
+        """{memory_id: entry list}, plus the archived records under ARCHIVE_KEY ({memory_id: record})."""
+        out: dict[str, Any] = {k: e.to_list() for k, e in self.bucket(b).items()}
         if self._archives[b]:
             out[ARCHIVE_KEY] = {k: list(v) for k, v in sorted(self._archives[b].items())}
         return out
 
-    def to_dict(self) -> dict[str, dict]:
+    def to_dict(self) -> dict[str, dict[str, Any]]:
         """Every non-empty bucket (for tests and benchmarks; the processor stores buckets one by one)."""
         return {str(b): d for b in range(BUCKETS) if (d := self.dump(b))}
 
     @classmethod
-    def from_dict(cls, d: dict[str, dict]) -> "Ledger":
+    def from_dict(cls, d: dict[str, dict[str, Any]]) -> "Ledger":
         return cls(lambda b: d.get(str(b)))

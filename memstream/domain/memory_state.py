@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -14,6 +15,52 @@ from memstream.domain.ledger import Ledger
 from schemas.events import EventData
 
 APPLIED_WINDOW = 32  # facts whose decisions are kept for crash re-delivery; covers any uncommitted tail
+
+
+class RuleSettings(Protocol):
+    """What `Rules.from_settings` reads of memstream.config.Settings (which the pure domain may not import)."""
+    @property
+    def dedup_threshold(self) -> float: ...
+    @property
+    def link_threshold(self) -> float: ...
+    @property
+    def recent_window(self) -> int: ...
+    @property
+    def link_max(self) -> int: ...
+    @property
+    def merge_threshold(self) -> float: ...
+    @property
+    def consolidation_every(self) -> int: ...
+    @property
+    def consolidation_sweep_max(self) -> int: ...
+    @property
+    def decay_rate(self) -> float: ...
+    @property
+    def decay_min_change(self) -> float: ...
+    @property
+    def expire_ttl_days(self) -> float: ...
+    @property
+    def expire_min_importance(self) -> float: ...
+    @property
+    def expire_protect_in_degree(self) -> int: ...
+    @property
+    def idle_lower_days(self) -> float: ...
+    @property
+    def idle_factor(self) -> float: ...
+    @property
+    def idle_summarize_days(self) -> float: ...
+    @property
+    def idle_expire_days(self) -> float: ...
+    @property
+    def memory_summary_chars(self) -> int: ...
+    @property
+    def ttl_general_days(self) -> float: ...
+    @property
+    def ttl_preference_days(self) -> float: ...
+    @property
+    def forget_keep_kinds(self) -> str: ...
+    @property
+    def forget_keep_tags(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +99,12 @@ class Rules:
         """Days after which a memory of this kind may be archived by age; None: never."""
         if pinned or kind in self.keep_kinds:
             return None
-        ttl = dict(self.ttl_by_kind).get(kind, self.expire_ttl_days)
+        ttls: dict[str | None, float] = dict(self.ttl_by_kind)
+        ttl = ttls.get(kind, self.expire_ttl_days)
         return ttl if ttl > 0 else None
 
     @classmethod
-    def from_settings(cls, settings) -> "Rules":
+    def from_settings(cls, settings: RuleSettings) -> "Rules":
         ttl_by_kind = (("general", settings.ttl_general_days), ("preference", settings.ttl_preference_days))
         return cls(settings.dedup_threshold, settings.link_threshold, settings.recent_window, settings.link_max,
                    merge_threshold=settings.merge_threshold, consolidate_every=settings.consolidation_every,
@@ -94,12 +142,12 @@ class Recent:
     value: str | None
     access_count: int = 0
 
-    def to_list(self) -> list:
+    def to_list(self) -> list[Any]:
         return [self.memory_id, base64.b64encode(self.vec.astype("<f4").tobytes()).decode(), self.importance,
                 self.category, self.slot_hint, self.tags, self.key, self.value, self.access_count]
 
     @classmethod
-    def from_list(cls, x: list) -> "Recent":
+    def from_list(cls, x: list[Any]) -> "Recent":
         return cls(x[0], np.frombuffer(base64.b64decode(x[1]), dtype="<f4").copy(), *x[2:])
 
 
@@ -108,7 +156,7 @@ class UserState:
     prefs: dict[str, PrefState] = field(default_factory=dict)
     recent: list[Recent] = field(default_factory=list)  # oldest first
     last_memory_id: str | None = None
-    applied: dict[str, list[tuple[str, str, dict]]] = field(default_factory=dict)
+    applied: dict[str, list[tuple[str, str, dict[str, Any]]]] = field(default_factory=dict)
     clock: float = 0.0          # the user's clock: newest event time seen (epoch s); decisions never go back in time
     stores: int = 0             # stores since the last consolidation
     dirty: list[str] = field(default_factory=list)  # memories created/reinforced/merged since the last consolidation
@@ -116,7 +164,7 @@ class UserState:
     # Not part of to_dict: the processor stores the ledger's buckets separately (see ledger.py).
     ledger: Ledger = field(default_factory=Ledger)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"prefs": {k: [p.version, p.value, p.event_id, p.memory_id] for k, p in self.prefs.items()},
                 "recent": [r.to_list() for r in self.recent],
                 "last": self.last_memory_id,
@@ -124,7 +172,7 @@ class UserState:
                 "clock": self.clock, "stores": self.stores, "dirty": self.dirty, "cursor": self.cursor}
 
     @classmethod
-    def from_dict(cls, d: dict, ledger: Ledger | None = None) -> "UserState":
+    def from_dict(cls, d: dict[str, Any], ledger: Ledger | None = None) -> "UserState":
         return cls(prefs={k: PrefState(*v) for k, v in d.get("prefs", {}).items()},
                    recent=[Recent.from_list(x) for x in d.get("recent", [])],
                    last_memory_id=d.get("last"),
@@ -132,7 +180,7 @@ class UserState:
                    clock=d.get("clock", 0.0), stores=d.get("stores", 0), dirty=list(d.get("dirty", [])),
                    cursor=d.get("cursor", 0), ledger=ledger if ledger is not None else Ledger())
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, UserState) and self.to_dict() == other.to_dict()
 
 

@@ -19,6 +19,7 @@ episode covered, so no message is told twice. All decided at event time, never t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from memstream.domain.consolidation import summarize_content
 
@@ -33,23 +34,23 @@ class SessionState:
     count: int = 0                  # messages summarised so far
     through: float = 0.0            # event time (epoch s) of the newest summarised message
     through_id: str = ""
-    buf: list[list] = field(default_factory=list)   # [time, event_id, role, content], oldest first
+    buf: list[list[Any]] = field(default_factory=list)   # [time, event_id, role, content], oldest first
     done: list[str] = field(default_factory=list)
-    episode_through: list = field(default_factory=lambda: [0.0, ""])   # (time, id) of the newest message an episode told
+    episode_through: list[Any] = field(default_factory=lambda: [0.0, ""])   # (time, id) of the newest message an episode told
     episodes: int = 0               # episodes told so far (numbers their ids)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary, "version": self.version, "count": self.count, "through": self.through,
                 "through_id": self.through_id, "buf": self.buf, "done": self.done,
                 "episode_through": self.episode_through, "episodes": self.episodes}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SessionState":
+    def from_dict(cls, d: dict[str, Any]) -> "SessionState":
         return cls(**d)
 
 
 def add_turn(state: SessionState, event_id: str, at: float, role: str, content: str,
-             window: int, chunk: int) -> list[list] | None:
+             window: int, chunk: int) -> list[list[Any]] | None:
     """Add one turn; the messages to summarise now (oldest first), or None."""
     if event_id in state.done or any(m[1] == event_id for m in state.buf):
         return None  # re-delivered
@@ -62,7 +63,7 @@ def add_turn(state: SessionState, event_id: str, at: float, role: str, content: 
     return older
 
 
-def fold(state: SessionState, older: list[list], summary: str) -> None:
+def fold(state: SessionState, older: list[list[Any]], summary: str) -> None:
     """Record that `older` is now covered by `summary`."""
     state.summary = summary
     state.version += 1
@@ -73,13 +74,13 @@ def fold(state: SessionState, older: list[list], summary: str) -> None:
     state.done = (state.done + [m[1] for m in older])[-DONE_CAP:]
 
 
-def as_text(previous: str | None, older: list[list]) -> str:
+def as_text(previous: str | None, older: list[list[Any]]) -> str:
     """What the LLM channel is asked to summarise (the turn texts are data, not instructions)."""
     head = f"Previous summary:\n{previous}\n\n" if previous else ""
     return head + "Messages:\n" + "\n".join(f"{m[2]}: {m[3]}" for m in older)
 
 
-def extractive_summary(previous: str | None, older: list[list], max_chars: int) -> str:
+def extractive_summary(previous: str | None, older: list[list[Any]], max_chars: int) -> str:
     """No LLM: the previous summary plus each message's first clause; the newest part kept when long."""
     lines = [f"{m[2]}: {summarize_content(m[3], LINE_CHARS)}" for m in older]
     text = " / ".join(([previous] if previous else []) + lines)
@@ -102,13 +103,13 @@ def _clip(text: str, n: int) -> str:
     return cut + "…"
 
 
-def untold(state: SessionState, messages: list[list]) -> list[list]:
+def untold(state: SessionState, messages: list[list[Any]]) -> list[list[Any]]:
     """The messages no episode covered yet, oldest first."""
     mark = tuple(state.episode_through)
     return [m for m in messages if (m[0], m[1]) > mark]
 
 
-def tell(state: SessionState, messages: list[list]) -> int:
+def tell(state: SessionState, messages: list[list[Any]]) -> int:
     """Record that an episode now covers `messages`; returns the episode's number (1, 2, …)."""
     newest = max((m[0], m[1]) for m in messages)
     if newest > tuple(state.episode_through):
@@ -117,7 +118,7 @@ def tell(state: SessionState, messages: list[list]) -> int:
     return state.episodes
 
 
-def episode_content(day: str, messages: list[list], max_chars: int) -> str | None:
+def episode_content(day: str, messages: list[list[Any]], max_chars: int) -> str | None:
     """An episode in words: the day, then each message (clipped), in order. None when the user
     said nothing in it."""
     if not any(m[2] == "user" and m[3].strip() for m in messages):

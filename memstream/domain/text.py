@@ -162,7 +162,7 @@ _REL_ZH_GATE = "天晚早周星拜月年"
 _ZH_UNIT = {"天": "day", "周": "week", "星期": "week", "月": "month"}
 
 
-def _ago(today: date, n: int, unit: str):
+def _ago(today: date, n: int, unit: str) -> tuple[date, str, str]:
     """'n days/weeks/months/years ago' (any other unit counts as years), resolved like the rest."""
     if unit == "day":
         return _resolve("day", today - timedelta(days=n))
@@ -231,6 +231,7 @@ def _relative_dates_each(text: str, at: datetime) -> list[RelativeDate | None]:
 def _relative_dates(text: str, at: datetime) -> list[RelativeDate]:
     today = at.date()
     out: list[RelativeDate] = []
+    n: int | None   # a count of units ago; None: "几" (some), which dates nothing
     low = text.lower()
     en = any(w in low for w in _REL_EN_GATE)
     zh = any(c in text for c in _REL_ZH_GATE)

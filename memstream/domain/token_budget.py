@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _CJK = re.compile(r"[\u3000-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
@@ -29,7 +30,7 @@ class Slot:
     kept: list[str] = field(default_factory=list)
 
 
-def assemble(slots: list[Slot], total_budget: int) -> tuple[str, dict]:
+def assemble(slots: list[Slot], total_budget: int) -> tuple[str, dict[str, dict[str, Any]]]:
     """Fit `slots` (given in priority order, most important first) into `total_budget` tokens.
 
     1. each slot keeps its items in order while they fit its own budget (required: all);
