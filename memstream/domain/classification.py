@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 CATEGORIES = ("identity", "preference", "fact", "episodic", "tool_failure", "policy", "general")
 
@@ -48,11 +49,11 @@ class Classification:
 class _Pattern:
     category: str
     slot_hint: str | None
-    regex: re.Pattern
+    regex: re.Pattern[str]
     tag: str | None = None    # a fixed tag, or None: the matched signal word (normalised) is the tag
 
 
-def _p(category, slot, regex, tag=None) -> _Pattern:
+def _p(category: str, slot: str | None, regex: str, tag: str | None = None) -> _Pattern:
     return _Pattern(category, slot, re.compile(regex, re.IGNORECASE), tag)
 
 
@@ -101,13 +102,16 @@ def classify_rules(text: str) -> tuple[str, tuple[str, ...], str | None] | None:
     return None
 
 
-def classify(text: str, llm_result: dict | tuple | None = None) -> Classification:
+def classify(text: str, llm_result: dict[str, Any] | tuple[Any, ...] | None = None) -> Classification:
     """Rules first, then the LLM's answer (when it names a known category), else `general`.
 
     `llm_result` is what the LLM said: a mapping {category, tags, slot_hint} or a tuple in that
     order; None when there was no answer (endpoint off, down, or the output was invalid).
     """
     # 1. rules: deterministic, and consistent with the rule channel's own categories
+    category: str | None   # the rules' answer, else the LLM's (checked against CATEGORIES below)
+    tags: tuple[str, ...] | None
+    slot: str | None
     ruled = classify_rules(text)
     if ruled is not None:
         category, tags, slot = ruled

@@ -39,6 +39,7 @@ record of it, so a recall that returns it (`memory.recalled`) revives it: `recal
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def note_kinds(state: UserState, rules: Rules) -> None:
         e = state.ledger.get(r.memory_id)
         pinned = bool(keep) and any(t.lower() in keep for t in r.tags)
         if e is not None and (e.kind != r.category or e.pinned != pinned):
-            e = state.ledger.edit(r.memory_id)
+            e = cast(Entry, state.ledger.edit(r.memory_id))   # live: get() just found it
             e.kind, e.pinned = r.category, pinned
 
 
@@ -139,12 +140,13 @@ def merge_and_dedup(state: UserState, rules: Rules, now: float) -> list[Decision
             break
         sim, i, j = best
         a, b = state.recent[i], state.recent[j]
-        ea, eb = ledger.get(a.memory_id), ledger.get(b.memory_id)
+        # both live: _best_pair pairs only memories the ledger has
+        ea, eb = cast(Entry, ledger.get(a.memory_id)), cast(Entry, ledger.get(b.memory_id))
         # The higher importance survives; ties: the older, then the smaller id (deterministic).
         if (-eb.importance, eb.created, b.memory_id) < (-ea.importance, ea.created, a.memory_id):
             a, b, ea, eb = b, a, eb, ea
         keep, gone, eg = a, b, eb
-        ek = ledger.edit(keep.memory_id)
+        ek = cast(Entry, ledger.edit(keep.memory_id))   # keep is a or b: live
         weights = (ek.importance, eg.importance)
         facts = (ek.facts + [f for f in eg.facts if f not in ek.facts])[:FACTS_CAP]
         keep.tags = keep.tags + [t for t in gone.tags if t not in keep.tags]
@@ -156,6 +158,7 @@ def merge_and_dedup(state: UserState, rules: Rules, now: float) -> list[Decision
         keep.importance = ek.importance = max(weights)
         keep.access_count = ek.access = ek.access + eg.access
         ek.facts = facts
+        data: MemoryDeduped | MemoryMerged
         if sim >= rules.dedup_threshold:
             # Dedup: the kept memory's content and embedding stand; nothing was accessed.
             ek.last_access = max(ek.last_access, eg.last_access)
@@ -202,7 +205,8 @@ def effective_importance(e: Entry, rules: Rules, now: float) -> float:
     """base x rate^days since the anchor (x idle factor once lowered): from the base, never compounded."""
     days = max(0.0, (now - e.anchor) / DAY)
     factor = rules.idle_factor if e.stage >= 1 else 1.0
-    return round(min(1.0, max(0.0, e.base * rules.decay_rate ** days * factor)), 4)
+    decayed: float = rules.decay_rate ** days   # float ** float is typed Any (a negative base gives a complex)
+    return round(min(1.0, max(0.0, e.base * decayed * factor)), 4)
 
 
 def age(state: UserState, rules: Rules, now: float, full: bool = False) -> list[Decision]:
@@ -230,13 +234,13 @@ def _age_one(state: UserState, rules: Rules, now: float, mid: str, e: Entry, win
     ttl = rules.ttl_days(e.kind, e.pinned)
     kept = ttl is None and (e.pinned or e.kind in rules.keep_kinds)  # never forgotten by age or idleness
     out: list[Decision] = []
-    lowered = False
+    lowered: int = False   # 1 once lowered (assigned along with e.stage)
     if not kept and e.stage == 0 and rules.idle_lower_days > 0 and idle >= rules.idle_lower_days:
         e.stage = lowered = 1
         ledger.edit(mid)
     imp = effective_importance(e, rules, now)
     if abs(imp - e.importance) + _EPS >= rules.decay_min_change or (lowered and imp != e.importance):
-        reason = "idle" if lowered else ("refresh" if imp > e.importance else "decay")
+        reason: str | None = "idle" if lowered else ("refresh" if imp > e.importance else "decay")
         out.append(Decision(f"decayed:{mid}", MemoryDecayed(memory_id=mid, importance=imp, previous=e.importance,
                                                             reason=reason, age_days=round(age_days, 4)), now))
         e.importance = imp

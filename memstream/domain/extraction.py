@@ -29,7 +29,7 @@ _VALUE_EN = rf"([^,.!?;\n]{{1,60}}?)(?={_STOP}|$|\s+[-–—]+\s|\s+(?:and|but|b
 @dataclass(frozen=True, slots=True)
 class _Rule:
     name: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     key: str                 # preference key; "{v}" is replaced by the normalised value
     value: str               # preference value; "{v}" is the captured text
     content: str             # content sentence template
@@ -38,11 +38,13 @@ class _Rule:
     slot_hint: str | None = None
 
 
-def _zh(name, regex, key, value, content, category, importance, slot=None):
+def _zh(name: str, regex: str, key: str, value: str, content: str, category: str, importance: float,
+        slot: str | None = None) -> _Rule:
     return _Rule(name, re.compile(regex + _VALUE_ZH), key, value, content, category, importance, slot)
 
 
-def _en(name, regex, key, value, content, category, importance, slot=None):
+def _en(name: str, regex: str, key: str, value: str, content: str, category: str, importance: float,
+        slot: str | None = None) -> _Rule:
     return _Rule(name, re.compile(r"(?i)\b" + regex + r"\s+" + _VALUE_EN), key, value, content, category, importance, slot)
 
 
@@ -55,16 +57,16 @@ _CLAUSE_EN = r"(?im)(?:^|(?<=[,.!?;:\n]))[ \t]*"
 _CLAUSE_ZH = r"(?:^|(?<=[，,。.!！?？;；：:\n\s]))"
 
 
-def _zh_clause(name, regex, key, content):
+def _zh_clause(name: str, regex: str, key: str, content: str) -> _Rule:
     return _Rule(name, re.compile(_CLAUSE_ZH + regex + _VALUE_ZH), key, "true", content, "policy", 0.9, "constraint")
 
 
-def _en_clause(name, regex, key, content):
+def _en_clause(name: str, regex: str, key: str, content: str) -> _Rule:
     return _Rule(name, re.compile(_CLAUSE_EN + regex + r"\s+" + _VALUE_EN), key, "true", content, "policy", 0.9,
                  "constraint")
 
 
-def _policy(name, regex, key, content):
+def _policy(name: str, regex: str, key: str, content: str) -> _Rule:
     return _Rule(name, re.compile(regex), key, "true", content, "policy", 0.9, "constraint")
 
 

@@ -22,6 +22,8 @@ The laws cited here are defined in docs/concepts.md#laws.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +58,7 @@ def _compatible(fact: FactExtracted, r: Recent) -> bool:
     return fact.key == r.key and fact.value == r.value
 
 
-def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for,
+def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Callable[[str], str],
            at: float | None = None, consolidate: bool = True) -> tuple[UserState, list[Decision]]:
     """Decide what one fact does to the user's memory.
 
@@ -193,10 +195,11 @@ def _created(fact: FactExtracted) -> MemoryCreated:
                          slot_hint=fact.slot_hint, importance=fact.importance, embedding=fact.embedding)
 
 
-def _redo(recorded: list[tuple[str, str, dict]], fact: FactExtracted) -> list[Decision]:
+def _redo(recorded: list[tuple[str, str, dict[str, Any]]], fact: FactExtracted) -> list[Decision]:
     out = []
     for tag, type_, payload in recorded:
         cls = LATEST[type_]
-        data = cls(**payload, embedding=fact.embedding) if "embedding" in cls.model_fields else cls(**payload)
+        # (ignore: cls is some event type; the branch is taken only for those with an `embedding` field)
+        data = cls(**payload, embedding=fact.embedding) if "embedding" in cls.model_fields else cls(**payload)  # type: ignore[call-arg]
         out.append(Decision(tag, data))
     return out
