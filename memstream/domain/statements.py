@@ -34,7 +34,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 from memstream.domain.classification import STATEMENT_KINDS, classify_rules
 from memstream.domain.drafts import FactDraft, bounded
@@ -77,6 +79,8 @@ _INTERJ = (r"hey|hi|hello|heya|yo|wow|whoa|woah|oh|ooh|aww|aw|ah|yeah|yes|yep|yu
 
 def _top_level(alternation: str) -> list[str]:
     """The alternatives of a pattern at parenthesis depth 0 ("a|b(?:c|d)" → ["a", "b(?:c|d)"])."""
+    out: list[str]
+    cur: list[str]
     out, depth, cur = [], 0, []
     for ch in alternation:
         if ch == "|" and depth == 0:
@@ -182,7 +186,7 @@ def _words(vocab: str) -> list[str]:
     return [w.replace("_", " ") for w in vocab.split()]
 
 
-def _alt(words) -> str:
+def _alt(words: Iterable[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 
@@ -205,7 +209,7 @@ _PRESENT_ED = frozenset("need feed bleed breed speed heed proceed succeed exceed
 _ING_VERBS = frozenset("bring sing ring swing sting cling fling spring string wring sling".split())
 # Past forms that are also present forms ("I let", "I put") do not make a sentence an event.
 _PAST_ONLY = sorted(_IRREGULAR_PAST - frozenset("read quit shut cut hit put set let hurt cost split spread beat".split()))
-_KIND_EN: tuple[tuple[str, re.Pattern], ...] = (
+_KIND_EN: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("health", re.compile(
         r"(?i)\b(?:allerg\w*|diagnos\w*|disease|illness|sick|injur\w*|hurt my|broke my (?!heart)|sprained|surgery|hospital\w*|"
         r"my doctor|medication|meds|prescri\w*|diabet\w*|asthma|cancer|tumou?r|pregnan\w*|depress\w*|anxiety|adhd|"
@@ -300,12 +304,15 @@ _FEELINGS = frozenset("excited happy proud grateful thankful stressed nervous an
                       "determined passionate stuck lost burnt burned homesick heartbroken feeling".split())
 
 
-def _has(words: str):
+_Gate = Callable[[frozenset[str], str], bool]   # (the sentence's tokens, the sentence lower-cased) → may it be of a kind
+
+
+def _has(words: str) -> _Gate:
     vocab = frozenset(words.split())
     return lambda toks, low: not vocab.isdisjoint(toks)
 
 
-def _has_any(*sets: frozenset):
+def _has_any(*sets: frozenset[str]) -> _Gate:
     vocab = frozenset().union(*sets)
     return lambda toks, low: not vocab.isdisjoint(toks)
 
@@ -413,7 +420,8 @@ def third_person_en(text: str) -> str:
             elif suffix == "'m":
                 word = "is"
             drop = seen_i and _COORD.search(text, max(0, m.start() - 8), m.start()) is not None
-            out.append(word if drop else "User " + word)
+            # (ignore: word is None only for 'm and 'd, both set just above)
+            out.append(word if drop else "User " + word)  # type: ignore[arg-type, operator]
             seen_i = named = True
         elif g == "i":
             # "my family and I went" is a compound subject (plural verb, nothing dropped); "I'm a
@@ -521,6 +529,7 @@ def _noun_phrases(low: str) -> list[str]:
     i = 0
     while i < len(toks):
         if toks[i] in _DETERMINERS:
+            words: list[str]
             j, words = i + 1, []
             while j < len(toks) and len(words) < 4 and toks[j][0].isalpha() and toks[j] not in STOP \
                     and toks[j] not in _NOT_ENTITY and toks[j] not in _EMPTY_WORDS and toks[j] not in _DETERMINERS \
@@ -597,7 +606,7 @@ def _cap(text: str, limit: int = MAX_CONTENT_CHARS) -> str:
     return cut.rstrip(" ,;:-") + "…"
 
 
-def _kind(patterns, body: str) -> tuple[str, re.Match | None]:
+def _kind(patterns: Iterable[tuple[str, re.Pattern[str]]], body: str) -> tuple[str, re.Match[str] | None]:
     for kind, pat in patterns:
         m = pat.search(body)
         if m:
@@ -696,10 +705,11 @@ def _statement_en(sentence: str, at: datetime | None, relaxed: bool = False) -> 
         return None
     rels = relative_dates(body, at) if at is not None else []
     rel = rels[0] if rels else None
-    if (rel is not None and rel.unit in ("weekend", "week") and rel.day > at.date() and kind in ("event", "plan")
-            and _EVENT_EN.search(body)):
+    # (the ignores below: a date is found only when `at` is given, so rel is not None means at is not None)
+    if (rel is not None and rel.unit in ("weekend", "week") and rel.day > at.date()  # type: ignore[union-attr]
+            and kind in ("event", "plan") and _EVENT_EN.search(body)):
         rel, kind = _back_a_week(rel), "event"   # "this weekend we went to…": told in the past, the one just gone
-    if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():
+    if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():  # type: ignore[union-attr]
         kind = "plan"
     tag_extra: list[str] = []
     key = value = None
@@ -762,7 +772,7 @@ _JOBS_ZH = (r"护士|医生|大夫|老师|教师|教授|工程师|程序员|设�
 _PETS_ZH = r"猫咪|小猫|猫|小狗|狗狗|狗|鹦鹉|兔子|仓鼠|金鱼|乌龟|宠物"
 _RELATIONS_ZH = (r"老公|老婆|丈夫|妻子|爱人|儿子|女儿|孩子|宝宝|妈妈|爸爸|母亲|父亲|父母|哥哥|姐姐|弟弟|妹妹|男朋友|"
                  r"女朋友|对象|爷爷|奶奶|外公|外婆|姥姥|姥爷|朋友|闺蜜|室友|同学|家人")
-_KIND_ZH: tuple[tuple[str, re.Pattern], ...] = (
+_KIND_ZH: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("health", re.compile(r"过敏|生病|病了|住院|医院|手术|吃药|药物|发烧|感冒|糖尿病|高血压|哮喘|抑郁|焦虑症|失眠|怀孕|"
                           r"受伤|骨折|体检|素食|吃素|头疼|头痛|胃疼|腰疼|康复|减肥|节食|戒烟|戒酒|血压|血糖")),
     ("occupation", re.compile(r"工作|上班|职业|夜班|白班|加班|公司|辞职|跳槽|升职|实习|读书|上学|读大学|读研|考研|"
@@ -820,9 +830,10 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
             return None       # "我很喜欢你的回答": about the other side of the conversation
     rels = relative_dates(body, at) if at is not None else []
     rel = rels[0] if rels else None
-    if kind == "event" and rel is not None and rel.unit in ("weekend", "week") and rel.day > at.date():
+    # (the ignores below: a date is found only when `at` is given, so rel is not None means at is not None)
+    if kind == "event" and rel is not None and rel.unit in ("weekend", "week") and rel.day > at.date():  # type: ignore[union-attr]
         rel = _back_a_week(rel)        # "this weekend we went to…": told in the past, the weekend just gone
-    if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():
+    if kind in {"event", "feeling", "opinion", "statement", "family"} and rel is not None and rel.day > at.date():  # type: ignore[union-attr]
         kind = "plan"
     key = value = None
     if kind == "occupation":
@@ -844,7 +855,7 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
         label = _DATE_ZH[rel.unit].format(label)
     inline = rel is not None and rel.start > 0 and body[rel.start - 1] in "从自到于截"
     if inline:      # "我从去年开始学吉他" → "用户从2025年开始学吉他": a start or an end reads right only in place
-        text = body[:rel.start] + label + body[rel.end:]
+        text = body[:rel.start] + label + body[rel.end:]  # type: ignore[union-attr]  # inline implies rel is not None
     elif rel is not None:
         text = _remove_span(body, rel.start, rel.end)
     else:
@@ -889,10 +900,10 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
             out[-1] = (start, m.end(), _joined(prev, more))
         elif more and len(out) < MAX_STATEMENTS:
             # "I love this series. It has adventures, magic and great characters.": too short alone,
-            # but the sentence after says what it is about
-            rescued = _guarded(_statement_en, short[1], at, relaxed=True)
+            # but the sentence after says what it is about (ignores: `more` without `follows` means short is set)
+            rescued = _guarded(_statement_en, short[1], at, relaxed=True)  # type: ignore[index]
             if rescued is not None:
-                out.append((short[0], m.end(), _joined(rescued, more)))
+                out.append((short[0], m.end(), _joined(rescued, more)))  # type: ignore[index]
         follows = False
         short = None if (more or cjk) else (m.start(), sentence)
     return out
@@ -936,7 +947,7 @@ _EN_COMPOUND = re.compile(r"(?:,[ \t]{0,3}|;[ \t]{0,3}|[ \t]{1,3})(?:(?:and|but|
                           r"(?<!\bthat )(?<!\bwhere )(?<!\bwhen )(?<!\bbecause )(?<!\bif )")
 
 
-def _en_clauses(m):
+def _en_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
     """The first-person clauses of an English sentence (itself when it has one)."""
     sentence = m.group(0)
     cuts = [c.start() for c in _EN_COMPOUND.finditer(sentence)
@@ -954,7 +965,7 @@ def _en_clauses(m):
 _ZH_COMPOUND = re.compile(r"[，,；;](?=\s*(?:我(?!们)|而且我|并且我|但是我|不过我|可是我|现在我))")
 
 
-def _zh_clauses(m):
+def _zh_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
     sentence = m.group(0)
     cuts = [c.end() for c in _ZH_COMPOUND.finditer(sentence)]
     if not cuts:
@@ -968,7 +979,7 @@ def _zh_clauses(m):
 _FP_CLAUSE = re.compile(r"(?<![\w'’])(?:I|I['’](?:m|ve|ll|d)|[Ww]e)(?![\w'’])")   # a first-person subject
 
 
-def _segments(text: str):
+def _segments(text: str) -> Iterator[tuple[re.Match[str] | _Piece, bool]]:
     """Sentences, each with whether it is Chinese; a sentence that mixes Chinese and English clauses
     ("我叫李雷, I work as a data analyst in 深圳", "我喜欢游泳, but I really hate running") is read
     clause by clause, each in its own language, consecutive clauses of one language together."""
@@ -982,7 +993,7 @@ def _segments(text: str):
             for piece in _zh_clauses(m):
                 yield piece, True
             continue
-        parts: list[list] = []                 # [start, end, is_chinese]
+        parts: list[list[Any]] = []                 # [start, end, is_chinese]
         for c in _CLAUSE.finditer(sentence):
             zh = _CJK.search(c.group(0)) is not None and not _latin(c.group(0))
             if parts and parts[-1][2] == zh:
@@ -1002,7 +1013,7 @@ def _segments(text: str):
                     yield p, False
 
 
-def _guarded(fn, sentence: str, at: datetime | None, **kw) -> FactDraft | None:
+def _guarded(fn: Callable[..., FactDraft | None], sentence: str, at: datetime | None, **kw: Any) -> FactDraft | None:
     try:
         return fn(sentence, at, **kw)
     except Exception:   # a heuristic's bug must not stop the extractor (law 6); the turn keeps its other facts
