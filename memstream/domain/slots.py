@@ -56,6 +56,8 @@ _WORK_AS = re.compile(rf"{_I}{_ADVS}\s+(?:work|am working|{_AP}m working|have be
                       r"this|when|where|while|who|which|though|too|again)\b|\s+[-–—])")
 _WORK_AT = re.compile(rf"{_I}{_ADVS}\s+(?:work|am working|{_AP}m working|have been working|{_AP}ve been working)"
                       rf"\s+(?:at|for)\s+" + _ORG)
+# "… at Acme as a nurse": the job named after the employer (the employer's value ends before "as").
+_AS_JOB = re.compile(r"\s+as\s+(?:an?\s+|the\s+)?(?P<job>[A-Za-z][\w'’ -]{1,40}?)" + _END)
 _JOINED = re.compile(rf"{_I}(?:{_AP}ve| have)?{_ADVS}\s+(?:joined|started at|started working at|started working for|"
                      rf"got a (?:new )?job at|got a (?:new )?job with|got hired at|got hired by|was hired by|"
                      rf"moved to a new job at|switched to|landed a job at)\s+" + _ORG)
@@ -99,6 +101,11 @@ def work_and_study(text: str) -> Iterator[Span]:
             org = _org(m.group("org"))
             if org:
                 yield m.start(), m.end(), _d(rule, "employer", org, f"User works at {org}", "identity", 0.8, "employer")
+                as_job = _AS_JOB.match(text, m.end())
+                job = as_job.group("job").strip() if as_job else ""
+                if as_job and job and not _NOT_ORG.match(job):   # both propositions: the employer and the occupation
+                    yield as_job.start(), as_job.end(), _d("slot.en.occupation", "occupation", job.lower(),
+                                                           f"User works as {_a(job)}", "identity", 0.85, "occupation")
     for m in _STUDY_AT.finditer(text):
         org = _org(m.group("org"))
         if org:
