@@ -6,11 +6,12 @@ local stack (`memstream stack up`) works with no settings at all.
 from __future__ import annotations
 
 import os
+import re
+import types
+import typing
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from typing import Any, Literal
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,31 +32,204 @@ def env_var(name: str, field) -> str:
     return field.alias or f"{ENV_PREFIX}{name.upper()}"
 
 
-class Settings(BaseModel):
-    """Every setting, read from MEMSTREAM_* environment variables; keyword arguments override them.
+# -- a small typed-settings core ---------------------------------------------------------------
+# Why not pydantic (or pydantic-settings): every command of the CLI reads the settings, and building a
+# 117-field pydantic model costs ~0.2 s of CPU before anything else happens (pydantic's internals are
+# imported lazily at the first model, then the validator is generated) — `memstream status` has a
+# 0.3 s budget. Every setting is a scalar (str, int, float, bool, a path, a secret, a choice, or
+# optional), so parsing is a few lines; the API below keeps pydantic's names (Field, SecretStr,
+# model_fields, model_copy) so the rest of the code reads as before.
 
-    A plain pydantic model with a small environment reader rather than pydantic-settings: every
-    setting is a scalar, so parsing is pydantic's own lax validation of the variable's text, and
-    importing pydantic-settings (its sources pull in asyncio, ssl and dotenv support) cost the CLI
-    about 0.1-0.3 s of CPU on every command, `memstream status` included.
-    """
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+_MISSING: Any = object()
+
+
+class SecretStr:
+    """A secret setting: masked in repr and str, read with get_secret_value()."""
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "SecretStr('**********')"
+
+    def __str__(self) -> str:
+        return "**********" if self._value else ""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SecretStr) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class FieldInfo:
+    """One setting's declaration: default, documentation, bounds; `annotation` is its resolved type."""
+
+    def __init__(self, default: Any = _MISSING, *, default_factory=None, description: str = "",
+                 alias: str | None = None, ge=None, gt=None, le=None, lt=None):
+        self.default, self.default_factory, self.description, self.alias = default, default_factory, description, alias
+        self.bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
+        self.annotation: Any = None
+
+    def initial(self) -> Any:
+        return self.default_factory() if self.default_factory is not None else self.default
+
+
+def Field(default: Any = _MISSING, **kw) -> Any:   # noqa: N802 - the declaration reads as pydantic's
+    return FieldInfo(default, **kw)
+
+
+class InvalidValue(ValueError):
+    pass
+
+
+_TRUE, _FALSE = {"1", "true", "t", "yes", "y", "on"}, {"0", "false", "f", "no", "n", "off"}
+_INT = re.compile(r"^[+-]?\d+$")
+_BOUNDS = {"ge": ("greater than or equal to", lambda v, b: v >= b), "gt": ("greater than", lambda v, b: v > b),
+           "le": ("less than or equal to", lambda v, b: v <= b), "lt": ("less than", lambda v, b: v < b)}
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    """`value` (a variable's text, or a Python value from a caller) as type `tp`; InvalidValue otherwise."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner)
+    if typing.get_origin(tp) is Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise InvalidValue("Input should be " + " or ".join(repr(a) for a in typing.get_args(tp)))
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise InvalidValue("Input should be a valid boolean")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and _INT.match(value.strip()):
+            return int(value)
+        raise InvalidValue("Input should be a valid integer")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise InvalidValue("Input should be a valid number") from None
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise InvalidValue("Input should be a valid string")
+    if tp is Path:
+        if isinstance(value, (str, os.PathLike)):
+            return Path(value)
+        raise InvalidValue("Input should be a valid path")
+    if tp is SecretStr:
+        if isinstance(value, str):
+            return SecretStr(value)
+        if hasattr(value, "get_secret_value"):
+            return SecretStr(value.get_secret_value())
+        raise InvalidValue("Input should be a valid string")
+    raise TypeError(f"unsupported setting type {tp!r}")   # a declaration bug, not input
+
+
+def _checked(info: FieldInfo, value: Any) -> Any:
+    value = _coerce(value, info.annotation)
+    for bound, limit in info.bounds.items():
+        words, ok = _BOUNDS[bound]
+        if value is not None and not ok(value, limit):
+            raise InvalidValue(f"Input should be {words} {limit}")
+    return value
+
+
+class _Settings:
+    """Typed, frozen settings: fields declared as `name: type = Field(...)` in the subclass."""
+    model_fields: dict[str, FieldInfo] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        hints = typing.get_type_hints(cls)
+        fields = {}
+        for name, declared in list(vars(cls).items()):
+            if isinstance(declared, FieldInfo):
+                declared.annotation = hints[name]
+                fields[name] = declared
+                delattr(cls, name)   # the instance's value is the attribute
+        cls.model_fields = fields
+
+    def _set(self, values: dict[str, Any]) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def coerce_setting(cls, name: str, value: Any) -> Any:
+        """`value` as setting `name` would hold it (InvalidValue with the reason otherwise)."""
+        return _checked(cls.model_fields[name], value)
+
+    def model_copy(self, update: dict[str, Any] | None = None):
+        """A copy with some settings changed (checked like any other value)."""
+        new = object.__new__(type(self))
+        new._set(dict(self.__dict__))
+        new._set(new._validated(update or {}, set(update or ())))
+        return new
+
+    def _validated(self, given: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+        from memstream.errors import ConfigError
+        fields = type(self).model_fields
+        out, problems = {}, []
+        for name, raw in given.items():
+            info = fields.get(name)
+            if info is None:
+                continue   # extra="ignore", as before
+            try:
+                out[name] = _checked(info, raw)
+            except InvalidValue as exc:
+                where = name if name in explicit else env_var(name, info)
+                problems.append(f"{where}={raw!r}: {exc}")
+        if problems:
+            # One line naming the variable and what it must be.
+            raise ConfigError("invalid setting: " + "; ".join(problems))
+        return out
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError(f"settings are frozen: use model_copy(update={{{name!r}: …}})")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.get(n) for n in type(self).model_fields))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={self.__dict__.get(n)!r}" for n in type(self).model_fields) + ")"
+
+
+class Settings(_Settings):
+    """Every setting, read from MEMSTREAM_* environment variables; keyword arguments override them."""
 
     def __init__(self, **overrides):
-        from pydantic import ValidationError
         fields = type(self).model_fields
         from_env = {name: os.environ[env_var(name, f)] for name, f in fields.items() if env_var(name, f) in os.environ}
-        try:
-            super().__init__(**{**from_env, **overrides})
-        except ValidationError as exc:
-            # One line naming the variable and what it must be, instead of pydantic's multi-line dump.
+        by_name = {(n if n in fields else next((k for k, f in fields.items() if f.alias == n), n)): v
+                   for n, v in overrides.items()}
+        values = {name: f.initial() for name, f in fields.items()}
+        values.update(self._validated({**from_env, **by_name}, set(by_name)))
+        missing = [name for name, v in values.items() if v is _MISSING]
+        if missing:
             from memstream.errors import ConfigError
-            problems = []
-            for err in exc.errors():
-                name = str(err["loc"][0]) if err["loc"] else "?"
-                where = env_var(name, fields[name]) if name in fields and name not in overrides else name
-                problems.append(f"{where}={err.get('input')!r}: {err['msg']}")
-            raise ConfigError("invalid setting: " + "; ".join(problems)) from None
+            raise ConfigError(f"settings without a value: {', '.join(missing)}")
+        self._set(values)
 
     # -- naming ------------------------------------------------------------------------
     namespace: str = Field("memstream", description="Prefix of topics, consumer groups, the Postgres schema and Neo4j bookkeeping; tests use their own.")

@@ -29,18 +29,16 @@ import hashlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Annotated
 
 import orjson
 import psycopg
 from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
-from pydantic import TypeAdapter, ValidationError
 
 from memstream import watermarks
 from memstream.bus import producer_config
-from memstream.config import Settings
+from memstream.config import InvalidValue, Settings
 from memstream.domain.memory_state import Rules
 from memstream.domain.rules_profile import differences, profile_hash, profile_of
 from memstream.errors import ConfigError, InvalidEvent, MemstreamError
@@ -76,10 +74,9 @@ def parse_overrides(settings: Settings, pairs: list[str] | dict) -> tuple[Settin
         if field_info is None or key in ("namespace", "log_namespace_override"):
             raise ConfigError(f"--set {key}: not a setting (see `memstream config`)")
         try:
-            kind = Annotated[field_info.annotation, *field_info.metadata] if field_info.metadata else field_info.annotation
-            values[key] = TypeAdapter(kind).validate_python(raw)
-        except ValidationError as exc:
-            raise ConfigError(f"--set {key}={raw}: {exc.errors()[0]['msg']}") from None
+            values[key] = Settings.coerce_setting(key, raw)
+        except InvalidValue as exc:
+            raise ConfigError(f"--set {key}={raw}: {exc}") from None
     return settings.model_copy(update=values), values
 
 
