@@ -326,6 +326,7 @@ def test_kill_9_projectors_mid_burst_supervisor_restarts(fault_base):
 def test_key_store_waits_out_postgres_and_never_rekeys(fault_base):
     """Postgres down: key lookups raise Unavailable (transient) — never 'no key, make one', never
     'erased'; back up: the same connection object is re-opened and the user keeps their key."""
+    from memstream.errors import InvalidEvent
     from memstream.resilience import TRANSIENT, Unavailable, classify
     s = _ns(fault_base, "ks")
     keys = KeyStore(s, ttl=0.0)              # no write cache: every call goes to Postgres
@@ -342,7 +343,10 @@ def test_key_store_waits_out_postgres_and_never_rekeys(fault_base):
     finally:
         restart_service(s, "postgres")
     assert keys.key_for_write(user)[0] == kid, "a user got a new key after an outage"
-    assert keys.key_for_read(new_user, "nope") is None    # answered now: no key yet (and not cached as erased for long)
+    # answered now: a key id this store never gave the user (no key yet, never erased) is poison naming it,
+    # not "erased" (which would drop the record) and not the outage's Unavailable
+    with pytest.raises(InvalidEvent, match="unknown key id 'nope'"):
+        keys.key_for_read(new_user, "nope")
     assert not keys.has_key(new_user), "a key was created for a user during the outage"
     keys.close()
 
