@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import numpy as np
 import orjson
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.config import Settings
 from memstream.domain.memory_state import Rules
@@ -19,28 +18,12 @@ from memstream.ids import uuid7
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import FactExtracted, MemoryLinked, RulesAdopted
 from streams.memory_core import MemoryCore, PlainStates
+from tests.fast.inmemory import KeyRing
 
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 HEX12 = re.compile(r"^[0-9a-f]{12}$")
-
-
-class StaticKeys:
-    """A key ring in memory (what the key store does, minus Postgres)."""
-
-    def __init__(self):
-        self.keys: dict[str, bytes] = {}
-
-    def key_for_write(self, user: str):
-        self.keys.setdefault(user, AESGCM.generate_key(bit_length=256))
-        return "k1", AESGCM(self.keys[user])
-
-    def key_for_read(self, user: str, kid: str):
-        return AESGCM(self.keys[user]) if user in self.keys else None
-
-    def control_key(self, kid: str | None = None):
-        return ("c1", bytes(range(32))) if kid in (None, "c1") else None
 
 
 def test_the_hash_is_short_stable_and_follows_only_the_effective_rules():
@@ -113,7 +96,7 @@ def test_differences_name_the_variables_with_old_and_new_values():
 
 def test_every_decision_of_the_core_carries_the_hash_and_its_contract_reads_old_ones():
     rules = Rules(dedup_threshold=0.95, link_threshold=0.5, recent_window=5, consolidate_every=2)
-    core = MemoryCore(Settings(partitions=3), rules, StaticKeys(), {}, {}, PlainStates())
+    core = MemoryCore(Settings(partitions=3), rules, KeyRing(), {}, {}, PlainStates())
     outs = []
     for i, vec in enumerate(([1, 0, 0], [1, 0.01, 0], [0.9, 0.4, 0], [0, 1, 0])):
         v = (np.asarray(vec, dtype=np.float32) / np.linalg.norm(vec)).tolist()
@@ -125,7 +108,7 @@ def test_every_decision_of_the_core_carries_the_hash_and_its_contract_reads_old_
     assert {"memory.created", "memory.reinforced", "memory.linked", "preference.set"} <= types
     assert {o.envelope.data.rules_profile for o in outs} == {rules_hash(rules)}
     # on the wire it is clear data (the projections and the gate read it without a key) ...
-    keys = StaticKeys()
+    keys = KeyRing()
     raw = encode(outs[0].envelope, keys)
     assert orjson.loads(raw)["data"]["rules_profile"] == rules_hash(rules)
     # ... and a decision written before it existed (no such field at all) still reads, with none
@@ -140,5 +123,5 @@ def test_rules_adopted_roundtrips():
     profile = profile_of(Rules.from_settings(Settings()))
     data = RulesAdopted(profile=profile_hash(profile), settings=profile, previous=None)
     back = decode(encode(make_envelope(data, user="system:rules", time=T0, producer="memory-processor/1"),
-                         StaticKeys()), StaticKeys())
+                         KeyRing()), KeyRing())
     assert back.data.settings == profile and profile_hash(back.data.settings) == data.profile
