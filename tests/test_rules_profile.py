@@ -17,7 +17,7 @@ import pytest
 from memstream.config import Settings, get_settings
 from memstream.domain.memory_state import Rules
 from memstream.domain.rules_profile import ProfileMismatch, profile_hash, profile_of, rules_hash
-from tests.fast.test_rules_profile_core import StaticKeys
+from tests.fast.inmemory import KeyRing
 
 
 # -- the gate, on the real stack -----------------------------------------------------------------
@@ -48,7 +48,7 @@ def _governing(s: Settings) -> dict[int, str | None]:
 def test_the_gate_adopts_refuses_and_rolls_over(stack):
     from streams.rules_gate import check_profile
     s = _private("rg")
-    keys = StaticKeys()
+    keys = KeyRing()
     default = profile_of(Rules.from_settings(s))
     loose = profile_of(Rules.from_settings(s.model_copy(update={"dedup_threshold": 0.9})))
     # 1. an empty memory topic: every partition adopts the profile (its full settings in the log)
@@ -82,7 +82,7 @@ def test_a_memory_worker_under_other_rules_refuses_and_is_not_restarted_and_star
     from streams.rules_gate import check_profile
     from tests.helpers import wait_for
     s = _private("rw")
-    check_profile(s, profile_of(Rules.from_settings(s)), StaticKeys())   # decisions so far: the defaults
+    check_profile(s, profile_of(Rules.from_settings(s)), KeyRing())   # decisions so far: the defaults
     env = {"MEMSTREAM_DEDUP_THRESHOLD": "0.9", "MEMSTREAM_METRICS_PORT": "0"}
     out = io.StringIO()
     sup = Supervisor(s, names=("memory",), env=env, log_dir=s.stack_dir / "logs", out=out)
