@@ -20,6 +20,8 @@ import time
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
+from schemas import peek
+
 log = logging.getLogger("memstream.metrics")
 
 # Each worker's port is MEMSTREAM_METRICS_PORT + its offset (fixed, so scrape configs are static).
@@ -78,15 +80,8 @@ def type_label(event_type: str | None) -> str:
 
 
 def peek_type(raw: bytes | None) -> str:
-    """The type of a record, cheaply and boundedly: the envelope writes `"type":"…"` second, right
-    after the id, so it is found in the first bytes without parsing (or unsealing) the record."""
-    if not raw:
-        return "empty"
-    i = raw.find(b'"type":"', 0, 200)
-    if i < 0:
-        return "unknown"
-    j = raw.find(b'"', i + 8, i + 80)
-    return type_label(raw[i + 8:j].decode("ascii", "replace")) if j > 0 else "unknown"
+    """A record's type as a metric label, without decoding (or unsealing) it: schemas/peek.py."""
+    return type_label(peek.peek_type(raw)) if raw else "empty"
 
 
 def _child(metric, labels: tuple):

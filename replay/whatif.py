@@ -46,6 +46,7 @@ from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
 from replay import stores
 from replay.audit import _rows, summary
+from schemas.peek import peek
 from replay.fetch import fetch
 from replay.rebuild import drop_shadow, make_projector
 from replay.engine import UNRECORDED, Replayer, consumer, log_ends
@@ -128,13 +129,6 @@ def in_memory_core(settings: Settings, rules: Rules, keys) -> MemoryCore:
     """The live processor's core (streams/memory_core.py) with its state tables as dicts of
     unsealed values: the state lives only as long as this what-if."""
     return MemoryCore(settings, rules, keys, states={}, ledgers={}, codec=PlainStates())
-
-
-def _peek(raw: bytes | None) -> dict:
-    try:
-        return orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
 
 
 def _signature(record: dict) -> str:
@@ -269,10 +263,10 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
                         env = out.envelope
                         raw = encode(env, keys)
                         send(p, out.key.encode(), raw)
-                        wi_sig[env.causation].append(_signature(_peek(raw)))
+                        wi_sig[env.causation].append(_signature(peek(raw)))
                         if env.type in DECISIONS:
                             report.whatif_counts[env.type] = report.whatif_counts.get(env.type, 0) + 1
-                    if m.topic() == memory_t and _peek(m.value()).get("type") in PASS_THROUGH:
+                    if m.topic() == memory_t and peek(m.value()).get("type") in PASS_THROUGH:
                         send(p, m.key(), m.value())     # the projections need erasures and forgetting too
                     producer.poll(0)
             bar.close()
@@ -328,7 +322,7 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
             return []
         cause_types[fact.id] = "fact"
         return list(core.on_fact(fact))
-    rec = _peek(m.value())
+    rec = peek(m.value())
     kind = rec.get("type")
     if kind in DECISIONS:
         if rec.get("user") in erased_users:
@@ -389,7 +383,7 @@ def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_typ
                                  for cid in causes}
     for r in live_rows:
         m = records.get((r["topic"], r["partition"], r["offset"]))
-        rec = _peek(m.value()) if m is not None else {}
+        rec = peek(m.value()) if m is not None else {}
         if r["event_id"] in wanted and r["type"] == "fact.extracted" and m is not None:
             try:
                 env = decode(m.value(), keys)
@@ -414,7 +408,7 @@ def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_typ
                     if m.error() is not None:
                         continue
                     seen = m.offset() + 1
-                    rec = _peek(m.value())
+                    rec = peek(m.value())
                     if rec.get("causation") in wanted and rec.get("type") in DECISIONS:
                         by_cause[rec["causation"]]["whatif"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
     finally:

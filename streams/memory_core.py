@@ -40,21 +40,13 @@ from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
+from schemas.peek import peek_type
 from schemas.records import decode_record
 from schemas.events import DecisionData
 
 PRODUCER = "memory-processor/1"
 # Memory-topic events the processor acts on (everything else there is its own output).
 CONTROL = frozenset({"memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked"})
-
-
-def peek_type(raw: bytes | None) -> str | None:
-    """An event's type from its clear envelope, without decoding (or unsealing) it."""
-    try:
-        record = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        return None
-    return record.get("type") if isinstance(record, dict) else None
 
 
 def partition_of(key: bytes, partitions: int) -> int:

@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from memstream.bus import producer_config
@@ -38,6 +37,7 @@ from memstream.domain.rules_profile import (ProfileMismatch, describe_difference
                                             profile_hash)
 from memstream.kafka_auth import WORKER, kafka_config
 from schemas.codec import KeyRing, encode, make_envelope
+from schemas.peek import peek
 from schemas.events import ALL_EVENTS, DecisionData, RulesAdopted
 
 log = logging.getLogger("memstream.memory")
@@ -63,11 +63,8 @@ class GateResult:
 
 
 def _peek(raw: bytes | None) -> dict | None:
-    try:
-        rec = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        return None
-    return rec if isinstance(rec, dict) and isinstance(rec.get("data"), dict) else None
+    rec = peek(raw)
+    return rec if isinstance(rec.get("data"), dict) else None
 
 
 def governing_profile(rec: dict) -> tuple[bool, str | None, dict | None]:
