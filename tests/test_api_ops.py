@@ -15,6 +15,7 @@ import pytest
 
 from memstream.app.probes import READY_CACHE_S
 from tests.auth_helpers import bearer
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.stack]
 
@@ -66,8 +67,11 @@ def test_api_logs_its_url_and_one_access_line_per_request(settings, admin_key, t
         assert r.headers["x-request-id"] == "probe-req-1"
         missing = httpx.get(url + "/no/such/secret-user-417")
         assert missing.status_code == 404 and len(missing.headers["x-request-id"]) == 16
-        time.sleep(0.3)   # the lines are written as the responses finish
-        text = log.read_text()
+        # the lines are written as the responses finish: waited for, not slept on
+        def written():
+            t = log.read_text()
+            return t if "probe-req-1" in t and "(unmatched) 404" in t else None
+        text = wait_for(written, timeout=30, what="the access log lines")
     line = next(ln for ln in text.splitlines() if "probe-req-1" in ln)
     assert "memstream.api.access" in line and " GET /v1/users/{user}/tasks/{task}/steps 200 " in line and " ms" in line
     assert "(unmatched) 404" in text and "/healthz 200" in text and "/readyz 200" in text
@@ -92,9 +96,11 @@ def test_readyz_names_the_failing_check(settings, tmp_path):
             for _ in range(3):
                 producer.produce(topic, value=b"x", key=b"k", partition=0)
             assert producer.flush(30) == 0
-            time.sleep(READY_CACHE_S)   # past the cached answer of the start-up probe
-            r = httpx.get(url + "/readyz", timeout=10)
-            assert r.status_code == 503, r.text
+            # the cached answer of the start-up probe (READY_CACHE_S) expires: then the lag shows
+            def unready():
+                answer = httpx.get(url + "/readyz", timeout=10)
+                return answer if answer.status_code == 503 else None
+            r = wait_for(unready, timeout=10 + 2 * READY_CACHE_S, what="/readyz to answer 503")
             body = r.json()
             assert body["checks"]["postgres"] == {"ok": True} and body["checks"]["kafka"] == {"ok": True}
             assert body["checks"]["projector_lag"]["lag"] == {"probe": 3}

@@ -80,8 +80,8 @@ def test_existing_changelogs_get_compaction_that_runs():
     for fut in admin.create_topics([NewTopic(n, num_partitions=s.partitions, replication_factor=1,
                                              config={"cleanup.policy": "compact"}) for n in names]).values():
         fut.result(timeout=30)
-    time.sleep(0.5)
-    assert all(c["segment.ms"] == str(7 * 24 * 3600 * 1000) for c in _configs(admin, names).values())
+    wait_for(lambda: all(c.get("segment.ms") == str(7 * 24 * 3600 * 1000) for c in _configs(admin, names).values()),
+             timeout=30, what="the old-style changelogs to exist with 7-day segments")
     ensure_topics(s)   # the log's topics; the changelogs exist (the partition check passes)
     assert sorted(topology.align_configs(admin, s)) == names
     wanted = changelog_configs(s)

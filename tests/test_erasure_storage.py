@@ -114,8 +114,10 @@ def test_erase_while_publishing_leaves_no_plaintext_on_disk(settings, client, ke
     print(f"later events dropped: {len(refused)} refused by the SDK, {extractor_dropped(settings) - baseline} "
           f"dropped by the extractor; {len(published)} published before the erasure")
     # ... and none is projected, in any read model
-    client.record_turn(unique_user("shred-keep"), "s1", "user", "I live in Elsewhere.")   # the pipeline moves on
-    time.sleep(2)
+    keep = unique_user("shred-keep")
+    client.record_turn(keep, "s1", "user", "I live in Elsewhere.")   # the pipeline moves on, past the erased user's events
+    client.flush()
+    wait_for(lambda: memories(settings, keep), what="a later user's turn projected")
     assert not memories(settings, user) and not preferences(settings, user) and graph_nodes(settings, user) == 0
     assert not session_window(settings, user, "s1") and not session_window(settings, user, "s2")
     assert not task_steps(settings, user, "t1") and task_status(settings, user, "t1") is None
