@@ -54,6 +54,7 @@ from replay.progress import Progress, note
 from schemas.codec import decode, encode
 from schemas.records import confluent_appended_ms, decode_confluent
 from streams.memory_core import MemoryCore, PlainStates
+from streams.routing import memory_input, partitioner
 
 PRODUCER = "whatif/1"
 # What the memory processor decides (counted and compared); everything else on the topic is input.
@@ -128,7 +129,8 @@ def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
 def in_memory_core(settings: Settings, rules: Rules, keys) -> MemoryCore:
     """The live processor's core (streams/memory_core.py) with its state tables as dicts of
     unsealed values: the state lives only as long as this what-if."""
-    return MemoryCore(settings, rules, keys, states={}, ledgers={}, codec=PlainStates())
+    return MemoryCore(settings, rules, keys, states={}, ledgers={}, codec=PlainStates(),
+                      partition_of=partitioner(settings.partitions))
 
 
 def _signature(record: dict) -> str:
@@ -338,8 +340,11 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
         return []
     if kind == "decay.ticked":
         cause_types[rec.get("id")] = "tick"
-    outs = core.on_memory_record(m.key(), m.value(), partition, appended_ms=confluent_appended_ms(m))
-    return [out for out in outs if not out.continuation]
+    env = memory_input(m.key(), m.value(), keys, appended_ms=confluent_appended_ms(m),
+                       max_future_skew_s=core.max_future_skew_s)
+    if env is None:
+        return []
+    return [out for out in core.on_control(env, partition) if not out.continuation]
 
 
 def _merged(c, tps: list[tuple[str, int]], ends: dict):

@@ -5,12 +5,17 @@ class; they differ only in where the state lives (a faust table or a dict), how 
 (with the user's data key, or not at all in a throw-away what-if), and where the out-going
 events go (the memory topic, or a what-if topic).
 
+It takes decoded envelopes only: the drivers read the records, pick and decode the ones it acts
+on (streams/routing.py memory_input) and route what it returns. No Kafka client, raw record or
+partitioner is in here; a tick's "which users are on partition p" is answered by the
+`partition_of` function the driver gives it (streams/routing.py partitioner).
+
 Each step is a generator of `Outgoing` records. The driver sends each one before asking for the
 next, and the state is saved only after the last one was taken (see the numbered steps in
 `on_fact`): if the driver crashes while sending, nothing is saved, the input is re-read, and the
 same decisions (same derived ids, absolute values) are emitted again — harmless to every projector.
 
-What it reads:
+What it reads (`on_fact`, `on_control`):
   fact.extracted   on the facts topic: decide (create / reinforce / link / supersede /
                    preference.set) and, every `consolidation_every` stores, consolidate;
   on the memory topic, its own output comes back and is ignored, except
@@ -28,7 +33,6 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 import orjson
-from aiokafka.partitioner import murmur2
 
 from memstream.config import Settings
 from memstream.domain.consolidation import consolidate, consolidation_due, forget, recalled
@@ -36,23 +40,16 @@ from memstream.domain.ledger import BUCKETS, Ledger
 from memstream.domain.memory_rules import decide
 from memstream.domain.memory_state import Decision, Rules, UserState
 from memstream.domain.rules_profile import rules_hash
-from memstream.errors import InvalidEvent
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
-from schemas.peek import peek_type
-from schemas.records import decode_record
 from schemas.events import DecisionData
 
 PRODUCER = "memory-processor/1"
 # Memory-topic events the processor acts on (everything else there is its own output).
 CONTROL = frozenset({"memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked"})
-
-
-def partition_of(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner (murmur2, as librdkafka's murmur2_random and
-    aiokafka use) gives a key: how a tick for partition p finds that partition's users."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+# Every memory-topic event type it takes (`on_control`): the drivers decode only these.
+MEMORY_INPUTS = CONTROL | {"user.erased"}
 
 
 class StateCodec(Protocol):
@@ -107,9 +104,14 @@ class MemoryCore:
 
     def __init__(self, settings: Settings, rules: Rules, keys: KeyRing,
                  states: MutableMapping[bytes, bytes], ledgers: MutableMapping[bytes, bytes],
-                 codec: StateCodec, on_user_erased: Callable[[str], None] | None = None):
-        self.partitions = settings.partitions
-        self.max_future_skew_s = settings.max_future_skew_s   # records dated past the broker's time: poison
+                 codec: StateCodec, on_user_erased: Callable[[str], None] | None = None,
+                 partition_of: Callable[[bytes], int] | None = None):
+        # The drivers' decode setting (records dated past the broker's time: poison), kept here
+        # so a driver holding only the core decodes as the live processor does.
+        self.max_future_skew_s = settings.max_future_skew_s
+        # key → its partition on the memory topic (streams/routing.py partitioner): which users a
+        # tick for a partition ages. None: a driver that sends no ticks (a tick then fails loudly).
+        self.partition_of = partition_of
         self.tick_slice_users = settings.tick_slice_users
         self.rules = rules
         # Stamped on every decision (DecisionData.rules_profile): which settings made it.
@@ -195,21 +197,9 @@ class MemoryCore:
         # 4. Save the state.
         self.save_state(fact.user, state)
 
-    def on_memory_record(self, key: bytes | None, value: bytes | None, partition: int,
-                         appended_ms: int | None = None) -> Iterator[Outgoing]:
-        """One raw record from the memory topic: its own output (ignored) or an input it acts on.
-        Unreadable records are left to the projectors, which dead-letter memory-topic records.
-        `appended_ms`: the broker's timestamp of the record (schemas/records.py), None when unknown."""
-        kind = peek_type(value)
-        if kind not in CONTROL and kind != "user.erased":
-            return
-        # Decoded before acting, never trusted from the peeked type: decode verifies a control
-        # event's MAC (schemas/codec.py), so a user.erased produced by anyone but memstream drops nothing.
-        try:
-            env = decode_record(key, value, self.keys, appended_ms=appended_ms,
-                                max_future_skew_s=self.max_future_skew_s)
-        except InvalidEvent:
-            return   # the projectors dead-letter memory-topic records; once is enough
+    def on_control(self, env: Envelope, partition: int) -> Iterator[Outgoing]:
+        """One decoded event of the memory topic that the processor acts on (MEMORY_INPUTS; the
+        driver decodes only those, streams/routing.py memory_input), read from `partition`."""
         if env.type == "user.erased":
             # The erasure's NOTIFY drops cached keys in every process; this covers a listener
             # that is reconnecting right now.
@@ -217,11 +207,8 @@ class MemoryCore:
                 self.keys.forget_cached(env.user)
             self.drop_user(env.user, erased=True)
             return
-        if not env.erased:
-            yield from self.on_control(env, partition)
-
-    def on_control(self, env: Envelope, partition: int) -> Iterator[Outgoing]:
-        """A decoded event on the memory topic that changes the processor's state."""
+        if env.erased or env.type not in CONTROL:
+            return
         if env.type == "user.forgotten":
             self.drop_user(env.user)
             return
@@ -249,10 +236,13 @@ class MemoryCore:
         tick = env.data
         if tick.partition != partition:
             return  # a tick is for the partition it was written to
+        if self.partition_of is None:
+            raise TypeError("a decay tick reached a MemoryCore built without partition_of "
+                            "(streams/routing.py partitioner): its driver cannot say which users it ages")
         at = env.time.timestamp()
         after = (tick.after or "").encode()
         users = sorted(k for k in list(self.states.keys())
-                       if k > after and partition_of(k, self.partitions) == partition)
+                       if k > after and self.partition_of(k) == partition)
         users, rest = users[:self.tick_slice_users], users[self.tick_slice_users:]
         for key in users:
             user = key.decode()

@@ -1,7 +1,8 @@
 """The memory processor's faust agent: fact.extracted → memory decisions, one writer per user.
 
 The decisions themselves are made by streams/memory_core.py (a plain class, also what what-if
-runs); this module only wires it to Kafka: the inputs (the facts topic and the memory topic,
+runs); this module only wires it to Kafka and does the routing and decoding the core leaves to
+its drivers (streams/routing.py): the inputs (the facts topic and the memory topic,
 co-partitioned by user), the two changelog-backed state tables (the user's working state, and
 one sealed value per ledger bucket), the out-going memory topic and the dead-letter topic. The
 session summarizer (streams/session_summarizer.py) is a second agent of the same app.
@@ -34,6 +35,7 @@ from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
 from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, report_table_sizes, state_table
 from streams.memory_core import MemoryCore, SealedStates
+from streams.routing import memory_input, partitioner
 from streams.rules_gate import check_profile
 from streams.session_summarizer import attach_session_summarizer
 
@@ -61,7 +63,7 @@ def build(settings: Settings, embedder: Embedder | None = None):
                          worker=settings.worker_label("memory"))
     log.info("deciding under rules profile %s", gate.profile)
     core = MemoryCore(settings, rules, keys, states, ledgers, SealedStates(keys),
-                      on_user_erased=sessions.drop_user)
+                      on_user_erased=sessions.drop_user, partition_of=partitioner(settings.partitions))
 
     async def send_all(outgoing) -> None:
         for out in outgoing:   # the core saves its state only after the last one was sent
@@ -84,8 +86,12 @@ def build(settings: Settings, embedder: Embedder | None = None):
         if msg.topic == memory_topic:
             # Our own output comes back here; erasure, forgetting, recalls and ticks concern us.
             # (Unreadable memory-topic records are the projectors' to dead-letter.)
-            await guard.run(lambda: send_all(core.on_memory_record(
-                msg.key, msg.value, msg.partition, appended_ms=round(msg.timestamp * 1000) if msg.timestamp else None)))
+            async def control() -> None:
+                env = memory_input(msg.key, msg.value, keys, appended_ms=round(msg.timestamp * 1000) if msg.timestamp else None,
+                                   max_future_skew_s=settings.max_future_skew_s)
+                if env is not None:
+                    await send_all(core.on_control(env, msg.partition))
+            await guard.run(control)
             return
         await guard.run(lambda: send_all(core.on_fact(decode_keyed(msg, keys, settings.max_future_skew_s))), event)
 

@@ -12,7 +12,7 @@ import pytest
 from memstream.services.forget import forget_memory
 from memstream.app.ticker import TICKER_USER, publish_ticks
 from projections.queries import audit_events, preferences
-from streams.memory_core import partition_of
+from streams.routing import partition_of
 from tests.consolidation_helpers import (assert_replay_reproduces, basis, graph_nodes, own_pipeline, pg_items,
                                          publish_fact, rot, types_for, unit, wait_agree)
 from tests.helpers import unique_user, wait_for

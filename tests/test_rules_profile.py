@@ -132,7 +132,7 @@ def test_the_pipelines_decisions_carry_its_profile_and_a_worker_under_other_rule
     import subprocess
     from confluent_kafka import TopicPartition
     from memstream.app.workers import worker_command, worker_env
-    from streams.memory_core import partition_of
+    from streams.routing import partition_of
     from streams.rules_gate import _backwards, _consumer
     from tests.helpers import unique_user, wait_for
     mine = rules_hash(Rules.from_settings(settings))

@@ -1,7 +1,7 @@
 """An in-memory log and state for the fast tier: the cores run as the workers run them, without Kafka.
 
 - `InMemoryLog`: topics as per-partition lists of records (offset, key, value, timestamp), a key
-  partitioned as Kafka's producers partition it (murmur2, streams/memory_core.partition_of), values
+  partitioned as Kafka's producers partition it (murmur2, streams/routing.partition_of), values
   encoded and sealed by the real codec (schemas/codec.py).
 - `KeyRing`: the key store's protocol (schemas/codec.py KeyRing) over a dict: one AES-GCM data
   key per user, one control key; `erase(user)` deletes a key the way erasure does.
@@ -10,7 +10,7 @@
   live) → decisions, each hop through the log as encoded records.
 
 What this does not stand in for: the projectors' stores (Postgres, Neo4j) and Kafka itself; the
-stack tier tests those. Only the routing the workers do is repeated here, in `Pipeline.run`.
+stack tier tests those. Only the routing and decoding the workers do is repeated here, in `Pipeline.run` (streams/routing.py).
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from schemas.codec import decode, encode, make_envelope
 from schemas.envelope import Envelope
 from schemas.events import TurnRecorded
 from streams.extraction_core import RuleExtractor
-from streams.memory_core import MemoryCore, SealedStates, partition_of
+from streams.memory_core import MemoryCore, SealedStates
+from streams.routing import memory_input, partition_of, partitioner
 
 
 class KeyRing:
@@ -103,7 +104,8 @@ class Pipeline:
         self.keys = KeyRing()
         self.log = InMemoryLog(self.settings.partitions)
         self.extractor = RuleExtractor(embedder)
-        self.core = MemoryCore(self.settings, self.rules, self.keys, {}, {}, SealedStates(self.keys))
+        self.core = MemoryCore(self.settings, self.rules, self.keys, {}, {}, SealedStates(self.keys),
+                               partition_of=partitioner(self.settings.partitions))
         self.positions: dict[tuple[str, int], int] = {}     # each consumer's next offset
 
     def record_turn(self, user: str, session: str, content: str, at: datetime, role: str = "user") -> Envelope:
@@ -133,7 +135,9 @@ class Pipeline:
                 for out in self.core.on_fact(decode(r.value, self.keys)):
                     self._emit(out)
             for p, r in self._consume(self.MEMORY):
-                for out in self.core.on_memory_record(r.key, r.value, p, r.timestamp_ms):
+                env = memory_input(r.key, r.value, self.keys, appended_ms=r.timestamp_ms,
+                                   max_future_skew_s=self.settings.max_future_skew_s)
+                for out in self.core.on_control(env, p) if env is not None else ():
                     moved = True
                     self._emit(out)
 

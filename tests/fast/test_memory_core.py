@@ -19,7 +19,8 @@ from memstream.ids import uuid7
 from replay.whatif import in_memory_core
 from schemas.codec import control_mac, decode, encode, make_envelope
 from schemas.events import DecayTicked, FactExtracted, MemoryForgotten, UserErased, UserForgotten
-from streams.memory_core import MemoryCore, PlainStates, SealedStates, partition_of
+from streams.memory_core import MemoryCore, PlainStates, SealedStates
+from streams.routing import memory_input, partition_of, partitioner
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RULES = Rules(dedup_threshold=0.95, link_threshold=0.80, recent_window=5, link_max=2, consolidate_every=3,
@@ -63,11 +64,18 @@ def fact(user: str, vec, at: datetime, content="c", importance=0.5, key=None, va
 
 def sealed_core(keys=None, **kw) -> MemoryCore:
     keys = keys or StaticKeys()
-    return MemoryCore(settings(), RULES, keys, {}, {}, SealedStates(keys), **kw)
+    return MemoryCore(settings(), RULES, keys, {}, {}, SealedStates(keys), partition_of=partitioner(3), **kw)
 
 
 def plain_core(keys=None) -> MemoryCore:
-    return MemoryCore(settings(), RULES, keys or StaticKeys(), {}, {}, PlainStates())
+    return MemoryCore(settings(), RULES, keys or StaticKeys(), {}, {}, PlainStates(), partition_of=partitioner(3))
+
+
+def memory_record(core: MemoryCore, key: bytes, value: bytes | None, partition: int) -> list:
+    """A raw memory-topic record as the drivers hand it to the core: picked and decoded
+    (streams/routing.py memory_input), then `on_control`."""
+    env = memory_input(key, value, core.keys, appended_ms=None, max_future_skew_s=core.max_future_skew_s)
+    return [] if env is None else list(core.on_control(env, partition))
 
 
 def summary(outs) -> list[tuple]:
@@ -178,10 +186,10 @@ def test_erasure_drops_state_and_tells_the_session_summarizer_forgetting_does_no
     core = sealed_core(keys, on_user_erased=erased.append)
     run(core, FACTS[:4])
     forgotten = make_envelope(UserForgotten(), user="bob", time=T0 + timedelta(days=5), producer="test")
-    assert list(core.on_memory_record(b"bob", encode(forgotten, keys), 0)) == []
+    assert memory_record(core, b"bob", encode(forgotten, keys), 0) == []
     assert b"bob" not in core.states and erased == []
     gone = make_envelope(UserErased(), user="alice", time=T0 + timedelta(days=5), producer="test")
-    list(core.on_memory_record(b"alice", encode(gone, keys), 0))
+    memory_record(core, b"alice", encode(gone, keys), 0)
     assert b"alice" not in core.states and not any(k.startswith(b"alice\x00") for k in core.ledgers)
     assert erased == ["alice"]
 
@@ -205,7 +213,7 @@ def test_a_forged_control_event_acts_on_nothing(forge):
             wire["time"] = "2027-01-01T00:00:00Z"
         with pytest.raises(InvalidEvent, match="proof of origin|fails its MAC"):
             decode(orjson.dumps(wire), keys)
-        assert list(core.on_memory_record(b"alice", orjson.dumps(wire), 0)) == []
+        assert memory_record(core, b"alice", orjson.dumps(wire), 0) == []
     assert (dict(core.states), dict(core.ledgers)) == before, "a forged control event changed the state"
 
 
@@ -216,7 +224,7 @@ def test_forgetting_a_memory_removes_it_from_the_window():
     mid = next(o.envelope.data.memory_id for o in outs if o.envelope.type == "memory.created")
     event = make_envelope(MemoryForgotten(memory_id=mid, memory_ids=[mid]), user="alice",
                           time=T0 + timedelta(days=2), producer="test")
-    list(core.on_memory_record(b"alice", encode(event, keys), 0))
+    memory_record(core, b"alice", encode(event, keys), 0)
     state = core.load_state("alice")
     assert mid not in [r.memory_id for r in state.recent] and state.ledger.get(mid) is None
 
@@ -225,9 +233,9 @@ def test_own_output_and_unreadable_records_are_ignored():
     core = plain_core()
     outs = run(core, FACTS[:1])
     raw = encode(outs[0].envelope, StaticKeys())
-    assert list(core.on_memory_record(b"alice", raw, 0)) == []
-    assert list(core.on_memory_record(b"alice", b"\xff not json", 0)) == []
-    assert list(core.on_memory_record(b"alice", None, 0)) == []
+    assert memory_record(core, b"alice", raw, 0) == []
+    assert memory_record(core, b"alice", b"\xff not json", 0) == []
+    assert memory_record(core, b"alice", None, 0) == []
 
 
 def test_no_randomness_or_clock_in_the_core():

