@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from memstream.app.readme import CONFIG_DOC
-from memstream.config import GROUPS, INTERNAL, Field, Settings, _Settings, env_var
+from memstream.config import GROUPS, INTERNAL, REPO_ROOT, Field, Settings, _Settings, env_var
 from memstream.domain.rules_profile import FROM_RULES
 
 ORDER = ["connections", "models", "api", "rules", "recall", "pipeline", "stack", "observability", INTERNAL]
@@ -63,3 +63,13 @@ def test_memstream_config_prints_by_group_with_secrets_masked():
     assert list(as_json) == ORDER and as_json["connections"]["pg_password"] == "********"
     assert [line for line in text.splitlines() if line and not line.startswith(" ")] == [GROUPS[g][0] for g in ORDER]
     assert re.search(r"^  pg_password +\*{8}$", text, flags=re.M) and re.search(r"^  pg_api_password +\(not set\)$", text, flags=re.M)
+
+
+def test_env_example_names_only_settings():
+    """.env.example (compose's variables) names settings by their variables: a renamed one shows here."""
+    compose_only = {"MEMSTREAM_IMAGE", "PUBLISH_ADDRESS"}   # read by docker-compose.yml, not by memstream
+    variables = {env_var(n, f) for n, f in Settings.model_fields.items()}
+    names = {line.split("=", 1)[0] for line in (REPO_ROOT / ".env.example").read_text().splitlines()
+             if line and not line.startswith("#")}
+    assert names - compose_only <= variables, names - compose_only - variables
+    assert not names & {env_var(n, Settings.model_fields[n]) for n in Settings.by_group()[INTERNAL]}
