@@ -16,9 +16,14 @@ record caused is sent before its offset can be committed. The extractors additio
 delivery of every fact and watermark of a batch before taking the next (a failed delivery is then
 retried, not silently dropped). Kafka transactions (faust's processing_guarantee="exactly_once")
 are not used: faust marks them experimental. faust's own offset bookkeeping can commit over a
-record it skipped around a rebalance (#596 with #606's off-by-one): streams/offset_guard.py
-refuses such commits and re-reads the skipped record. Every stage's output has deterministic ids, so a re-read emits identical events that the
-projectors' upserts and the memory processor's applied window absorb.
+record it skipped around a rebalance (#596 with #606's off-by-one): streams/faust_adapter.py
+refuses such commits and re-reads the skipped record. Every stage's output has deterministic ids,
+so a re-read emits identical events that the projectors' upserts and the memory processor's
+applied window absorb.
+
+faust itself is used here through its public API only; every workaround of a faust behaviour
+(the offset guard above, a commit that stalls, table options, table sizes, message timestamps)
+is in streams/faust_adapter.py, for the faust versions pinned in pyproject.toml.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ from memstream.errors import ConfigError, InvalidEvent, UserErased
 from memstream.resilience import DROPPED, POISON, TRANSIENT, Backoff, classify
 from schemas.codec import KeyRing, encode
 from schemas.records import decode_record
-from streams import offset_guard
+from streams import faust_adapter
 
 log = logging.getLogger("memstream.streams")
 
@@ -66,8 +71,8 @@ def make_app(name: str, settings: Settings) -> faust.App:
         consumer_auto_offset_reset="earliest",
         datadir=str(datadir),
     )
-    # faust can skip a record around a rebalance and commit over it: streams/offset_guard.py
-    offset_guard.attach(app, name, kafka_config(settings, WORKER), commit_stall_s=settings.commit_stall_s,
+    # faust can skip a record around a rebalance and commit over it: streams/faust_adapter.py
+    faust_adapter.attach(app, name, kafka_config(settings, WORKER), commit_stall_s=settings.commit_stall_s,
                         on_stall=lambda s: fatal(name, TimeoutError(f"offset commit stalled for {s:.0f} s")))
     return app
 
@@ -101,7 +106,7 @@ ROCKSDB_OPTIONS = {"driver": "rocksdict", "write_buffer_size": 1 << 20, "max_wri
 def state_table(app: faust.App, settings: Settings, name: str):
     """A changelog-backed table of raw bytes (values sealed by the caller), compaction configured,
     kept where Settings.state_store says."""
-    options = dict(ROCKSDB_OPTIONS) if settings.state_store == "rocksdb" else None   # faust pops from it: a copy
+    options = faust_adapter.table_options(ROCKSDB_OPTIONS if settings.state_store == "rocksdb" else None)
     return app.Table(name, default=None, partitions=settings.partitions, key_type=bytes, value_type=bytes,
                      extra_topic_configs=changelog_configs(settings), options=options)
 
@@ -114,24 +119,8 @@ def report_table_sizes(app: faust.App, component: str, every: float = 15.0) -> N
     async def sizes() -> None:
         if resilience.CURRENT is None:
             return
-        tables = {name: _table_size(table) for name, table in app.tables.items()}
+        tables = {name: faust_adapter.table_size(table) for name, table in app.tables.items()}
         resilience.CURRENT.update(component, tables=tables)
-
-
-def _table_size(table) -> dict:
-    """Keys and value bytes of a state table. In memory: exact (a pass over the values). On RocksDB
-    a pass would read the whole store from disk every few seconds, so RocksDB's own estimates per
-    partition: keys, and the bytes of its live data plus what is still in its write buffers."""
-    dbs = getattr(table.data, "_dbs", None)
-    if dbs is None:
-        values = list(table.values())
-        return {"keys": len(values), "bytes": sum(len(v) for v in values if v)}
-    keys = size = 0
-    for db in list(dbs.values()):
-        keys += db.property_int_value("rocksdb.estimate-num-keys") or 0
-        size += (db.property_int_value("rocksdb.estimate-live-data-size") or 0) + (
-            db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0)
-    return {"keys": keys, "bytes": size, "estimated": True}
 
 
 def raw_topic(app: faust.App, name: str):
@@ -297,9 +286,8 @@ def _count_dropped(guard: Guard, env) -> None:
 def decode_keyed(msg, keys: KeyRing, max_future_skew_s: float):
     """Decode a faust record through the one decode path (schemas/records.py: its key is its
     envelope's user, its time in range of the broker's append time); InvalidEvent otherwise."""
-    # faust gives the broker timestamp in seconds (float); 0 / None when the record has none.
-    appended = round(msg.timestamp * 1000) if msg.timestamp else None
-    return decode_record(msg.key, msg.value, keys, appended_ms=appended, max_future_skew_s=max_future_skew_s)
+    return decode_record(msg.key, msg.value, keys, appended_ms=faust_adapter.appended_ms(msg),
+                         max_future_skew_s=max_future_skew_s)
 
 
 async def user_turns(batch, keys: KeyRing, dead: DeadLetters, max_future_skew_s: float,

@@ -33,6 +33,7 @@ from memstream.domain.rules_profile import profile_of
 from memstream.embedding import Embedder
 from memstream.privacy.keystore import KeyStore
 from schemas.codec import encode
+from streams.faust_adapter import appended_ms
 from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, report_table_sizes, state_table
 from streams.memory_core import MemoryCore, SealedStates
 from streams.routing import memory_input, partitioner
@@ -87,7 +88,7 @@ def build(settings: Settings, embedder: Embedder | None = None):
             # Our own output comes back here; erasure, forgetting, recalls and ticks concern us.
             # (Unreadable memory-topic records are the projectors' to dead-letter.)
             async def control() -> None:
-                env = memory_input(msg.key, msg.value, keys, appended_ms=round(msg.timestamp * 1000) if msg.timestamp else None,
+                env = memory_input(msg.key, msg.value, keys, appended_ms=appended_ms(msg),
                                    max_future_skew_s=settings.max_future_skew_s)
                 if env is not None:
                     await send_all(core.on_control(env, msg.partition))

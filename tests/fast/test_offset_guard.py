@@ -1,12 +1,12 @@
-"""streams/offset_guard.py on faust's own Consumer bookkeeping (no broker needed: the consumer is
+"""streams/faust_adapter.py's offset guard on faust's own Consumer bookkeeping (no broker needed: the consumer is
 built but never started). The fault suite's skipped-record test runs it against Kafka."""
 from __future__ import annotations
 
 import faust
 from faust.types import TP
 
-from streams import offset_guard
-from streams.offset_guard import OffsetHealer, head_hole, tail_hole
+from streams import faust_adapter as offset_guard
+from streams.faust_adapter import OffsetHealer, head_hole, tail_hole
 
 TP0 = TP("t.facts", 0)
 

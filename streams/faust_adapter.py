@@ -1,7 +1,22 @@
-"""At-least-once on faust's offset bookkeeping (faust-streaming 0.15.x): no commit over a record
-that was never processed, and such a record re-read instead of lost.
+"""Every workaround memstream needs in faust-streaming (and its aiokafka), in one place.
 
-Two faust defects together lost one fact in a kill -9 fault run (facts:1:37 was never decided,
+Nothing else in the project touches a private attribute of faust or aiokafka, or depends on a
+faust behaviour that is not its documented API (tests/fast/test_faust_adapter.py holds both: a
+scan of the sources, and one test per workaround that fails when the faust behaviour it relies on
+changes). The workarounds are written for faust-streaming 0.15.x (FAUST_SUPPORTED, the bound in
+pyproject.toml): a new faust minor version is taken only after those tests pass on it.
+
+1. At-least-once on faust's offset bookkeeping: no commit over a record that was never
+   processed, and such a record re-read instead of lost (`install`, `OffsetHealer`, `attach`).
+2. A commit that never finishes exits the worker (`commit_stalled_for`, checked by `OffsetHealer`).
+3. A table's store options are copied before faust gets them: its RocksDB store pops keys from
+   the dict it is given (`table_options`).
+4. A table's size for the worker's health, from faust's in-memory or RocksDB store
+   (`table_size`: the RocksDB store keeps its databases in a private attribute).
+5. The broker's append time of a faust message: faust turns aiokafka's milliseconds into float
+   seconds, or None/0 when the record has none (`appended_ms`).
+
+The offsets, in detail (1 and 2). Two faust defects together lost one fact in a kill -9 fault run (facts:1:37 was never decided,
 and the memory group's committed offset stood past it):
 1. faust#596: around a rebalance and table recovery a fetched record can be skipped by the
    stream (a stale generation id, queues cleared on resume, a fetch batch cut short) while the
@@ -26,10 +41,27 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 
 from faust.transport.consumer import Consumer
 
 log = logging.getLogger("memstream.offsets")
+
+# The faust-streaming versions these workarounds are written and tested for: [first, last), the
+# same bound as pyproject.toml's dependency.
+FAUST_SUPPORTED = ("0.15.3", "0.16")
+
+
+def faust_version() -> str:
+    return version("faust-streaming")
+
+
+def faust_supported(v: str | None = None) -> bool:
+    """Whether faust-streaming `v` (default: the installed one) is within FAUST_SUPPORTED."""
+    def key(x: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in x.split("+")[0].split(".")[:3] if p.isdigit())
+    low, high = FAUST_SUPPORTED
+    return key(low) <= key(v or faust_version()) < key(high)
 
 
 def head_hole(acked: list[int], committed: int | None, gap_covers) -> tuple[int, int] | None:
@@ -74,6 +106,7 @@ def install() -> None:
         return original(self, tp)
 
     _new_offset.memstream_guarded = True
+    _new_offset.memstream_original = original   # faust's own: tests/fast/test_faust_adapter.py checks its off-by-one
     Consumer._new_offset = _new_offset
 
     original_commit = Consumer._commit_offsets
@@ -86,7 +119,13 @@ def install() -> None:
         finally:
             self._memstream_commit_started = None
 
+    _commit_offsets.memstream_original = original_commit
     Consumer._commit_offsets = _commit_offsets
+
+
+def faust_new_offset():
+    """faust's own Consumer._new_offset, patched or not."""
+    return getattr(Consumer._new_offset, "memstream_original", Consumer._new_offset)
 
 
 def committed_or_log_start(consumer, tp) -> int | None:
@@ -279,3 +318,36 @@ def attach(app, component: str, kafka: dict, every: float = 2.0, commit_stall_s:
         await healer.check(app)
 
     return healer
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+def table_options(options: dict | None) -> dict | None:
+    """The options for an app.Table: a copy, as faust's RocksDB store pops keys ("driver",
+    "read_only") from the dict it is given, and one module-level dict serves every table."""
+    return None if options is None else dict(options)
+
+
+def table_size(table) -> dict:
+    """Keys and value bytes of a state table. In memory: exact (a pass over the values). On RocksDB
+    a pass would read the whole store from disk every few seconds, so RocksDB's own estimates per
+    partition: keys, and the bytes of its live data plus what is still in its write buffers.
+    (faust's RocksDB store keeps its open databases, one per partition, in `_dbs`.)"""
+    dbs = getattr(table.data, "_dbs", None)
+    if dbs is None:
+        values = list(table.values())
+        return {"keys": len(values), "bytes": sum(len(v) for v in values if v)}
+    keys = size = 0
+    for db in list(dbs.values()):
+        keys += db.property_int_value("rocksdb.estimate-num-keys") or 0
+        size += (db.property_int_value("rocksdb.estimate-live-data-size") or 0) + (
+            db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0)
+    return {"keys": keys, "bytes": size, "estimated": True}
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+def appended_ms(msg) -> int | None:
+    """The broker's timestamp of a faust message in milliseconds, None when it has none: faust
+    (its aiokafka driver's _to_message) gives it in float seconds, None (or 0) when absent."""
+    return round(msg.timestamp * 1000) if msg.timestamp else None
