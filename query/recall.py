@@ -31,6 +31,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from memstream.domain.subjects import question_names, third_party
 from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
 from memstream.metrics import timed_query
 from query.store import ReadModels
@@ -99,6 +100,7 @@ class Weights:
     archived: float = 0.8         # an archived memory's score × this (< 1: below active ones of equal relevance)
     candidates: int = 50          # vector candidates taken before the rerank (at least 4 × k)
     graph_follows: float = 0.7    # a 1-hop FOLLOWS neighbour (said right before/after the seed) × its seed's score
+    third_party: float = 0.8      # a third party's fact the question does not name × this (the user first)
 
 
 def weights_from(settings) -> Weights:
@@ -107,7 +109,7 @@ def weights_from(settings) -> Weights:
                    settings.recall_sim_floor, keyword=settings.recall_w_keyword, time=settings.recall_w_time,
                    redundancy=settings.recall_w_redundancy, redundancy_threshold=settings.recall_redundancy_threshold,
                    archived=settings.recall_archived_penalty, candidates=settings.recall_candidates,
-                   graph_follows=settings.recall_graph_score_follows)
+                   graph_follows=settings.recall_graph_score_follows, third_party=settings.recall_third_party)
 
 
 # -- keyword matching with light stemming ------------------------------------------------------
@@ -204,6 +206,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
            now: datetime | None = None) -> list[RecallHit]:
     w = weights or weights_from(models.settings)
     now = now or datetime.now(timezone.utc)
+    original_query = req.query
     if req.aliases:
         req = replace(req, query=rewrite_query(req.query, req.aliases))
     q = np.asarray(req.query_embedding if req.query_embedding is not None else models.embed_query(req.query),
@@ -263,10 +266,26 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
                 if hit.memory_id not in hits or hit.score > hits[hit.memory_id].score:
                     hits[hit.memory_id] = hit
             ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
+    # 7. the user first: a third party's fact ("User's friend Tom lives in Paris") ranks below the
+    #    user's own unless the question names that person (memstream/domain/subjects.py)
+    if w.third_party < 1.0:
+        ranked = _user_first(ranked, req.query, original_query, w.third_party)
     hits = ranked
     if req.min_score is not None:
         hits = [h for h in hits if h.score >= req.min_score]
     return hits[: req.k]
+
+
+def _user_first(ranked: list[RecallHit], query: str, original_query: str, factor: float) -> list[RecallHit]:
+    """Third parties' facts the question does not name, scored × factor; the order re-sorted."""
+    changed = False
+    for h in ranked:
+        about = third_party(h.content)
+        if about and not (question_names(query, *about) or question_names(original_query, *about)):
+            h.score = round(h.score * factor, 6)
+            h.why["third_party"] = about[0]
+            changed = True
+    return sorted(ranked, key=lambda h: (-h.score, h.memory_id)) if changed else ranked
 
 
 def _diversify(ranked: list[RecallHit], vectors: dict, w: Weights, window: int) -> list[RecallHit]:

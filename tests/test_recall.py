@@ -213,3 +213,25 @@ def test_an_archived_memory_ranks_below_an_equally_similar_active_one(settings, 
         hits = recall(models, RecallRequest(user, q, k=2, expand=False), w)
         assert [h.archived for h in hits] == [False, True] and hits[1].memory_id == victim
         _archive(settings, user, victim, "active")
+
+
+def test_the_users_own_facts_rank_above_a_third_partys_unless_the_question_names_them(settings, client, pipeline, models):
+    """#30 item 6, through extraction: "My friend Tom lives in Paris" is kept, but "Where does the
+    user live?" is answered by the user's own city first; asked about Tom, Tom's city comes first."""
+    from query.consistency import wait_until_applied
+    user = unique_user("first")
+    client.record_turn(user, "s", "user", "My friend Tom lives in Paris and works as a chef.")
+    client.record_turn(user, "s", "user", "My sister is a nurse in Porto and she loves jazz.")
+    pos = client.record_turn(user, "s", "user", "I live in Madrid.")
+    wait_until_applied(models, pos.token(), ("pgvector-items",), timeout=60)
+    mine = recall(models, RecallRequest(user, "Where does the user live?", k=3, expand=False))
+    assert "Madrid" in mine[0].content, contents(mine)
+    assert all(h.why.get("third_party") for h in mine[1:] if "User's" in h.content), [h.why for h in mine]
+    toms = recall(models, RecallRequest(user, "Where does Tom live?", k=3, expand=False))
+    assert "Paris" in toms[0].content and "third_party" not in toms[0].why, contents(toms)
+    sisters = recall(models, RecallRequest(user, "What does my sister do for work?", k=3, expand=False))
+    assert "nurse" in sisters[0].content, contents(sisters)
+    # the factor 1 is the ranking without the rule: a third party's fact is then first for the user's city
+    plain = recall(models, RecallRequest(user, "Where does the user live?", k=3, expand=False),
+                   weights=replace(weights_from(settings), third_party=1.0))
+    assert not any(h.why.get("third_party") for h in plain)

@@ -92,6 +92,19 @@ def same_value_same_memory(key: str | None) -> bool:
 
 
 # -- lexicon ----------------------------------------------------------------------------------
+# The people a user speaks of (their relations): a fact whose subject is one of them is a third
+# party's (memstream/domain/subjects.py), and the extraction rules' kinds read the same words.
+PEOPLE_EN: tuple[str, ...] = tuple(w.replace("_", " ") for w in (
+    "wife husband partner spouse son sons daughter daughters kid kids children child baby babies mom mum "
+    "mother dad father parents brother brothers sister sisters sibling siblings grandma grandpa "
+    "grandmother grandfather grandparents grandkids grandchildren aunt uncle cousin cousins nephew niece "
+    "family friend friends best_friend bff boyfriend girlfriend fiance fiancee fiancé fiancée roommate "
+    "roommates neighbor neighbors neighbour neighbours in-laws mother-in-law father-in-law twins mentor ex "
+    "colleague colleagues coworker coworkers boss manager teammate teammates classmate classmates").split())
+PEOPLE_ZH: tuple[str, ...] = tuple(("老公 老婆 丈夫 妻子 爱人 儿子 女儿 孩子 宝宝 妈妈 爸爸 母亲 父亲 父母 哥哥 姐姐 弟弟 妹妹 "
+                                    "男朋友 女朋友 对象 爷爷 奶奶 外公 外婆 姥姥 姥爷 朋友 闺蜜 室友 同学 家人 同事 老板 "
+                                    "领导 邻居").split())
+
 # Each canonical value of an enumerated attribute with the words that say it. English phrases are
 # matched after "I'm / I am / we're / I got / we got / I just got / I became"; Chinese words anywhere
 # in a first-person clause.
