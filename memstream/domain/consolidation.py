@@ -11,17 +11,23 @@ this again.
    retires one memory, so a consolidation takes at most W steps: O(W^2 * d) in the worst case,
    whatever the user's total (1,000 or 10,000 memories cost the same). Pairs are taken best first;
    a merged memory is compared again with its new embedding (a merge can make a dedup).
-   - cosine >= dedup threshold: `memory.deduped`, the higher importance kept, the other retired;
-   - merge band [merge, dedup): `memory.merged` into the higher importance: importance max,
-     content the longer if one contains the other else both joined with "；", embedding weighted
-     by importance and re-normalised, access refreshed, both parents and their facts kept;
+   - cosine >= dedup threshold: `memory.deduped`, the higher importance kept, the other retired —
+     never a session digest with a fact;
+   - merge band [merge, dedup): `memory.merged` into the higher importance, only for the same
+     proposition (`same_proposition`: same subject, predicate and compatible object, read by
+     propositions.py; never an event, plan or digest, never two different event dates — a car
+     bought yesterday and a trip next month stay two memories): importance max, content the
+     longer if one contains the other else both joined with "；", embedding weighted by importance
+     and re-normalised, both parents and their facts kept. A merge is not an access: the merged
+     memory is idle since the later of its parents' last accesses, and decays from the parent
+     that stands higher (a merge never keeps an idle fact from being forgotten);
    - keyed memories with a different key or value never dedup or merge (docs/calibration.md).
 2. Aging (decay, progressive forgetting, archiving) over the ledger: O(1) arithmetic per memory, no
    vectors. A store-triggered consolidation ages at most `sweep_max` memories, round-robin over the
    ledger's buckets (a 10,000-memory user is fully aged every ~5 consolidations); a tick ages all.
    - decay: importance = base x rate^(days since creation or last re-statement), recomputed from
      the base (never compounded), published only when it moved by >= decay_min_change;
-   - progressive forgetting of memories not accessed (reinforced, merged, recalled) for a while:
+   - progressive forgetting of memories not accessed (reinforced, recalled) for a while:
      weight lowered (x idle_factor, `memory.decayed` reason "idle") -> content summarised
      (`memory.summarized`) -> archived (`memory.expired` reason "idle"); an access undoes step 1;
    - TTL by kind: last stated longer ago than its kind's TTL AND importance below the minimum ->
@@ -45,6 +51,7 @@ import numpy as np
 
 from memstream.domain.ledger import BUCKETS, FACTS_CAP, Entry
 from memstream.domain.memory_state import Decision, PrefState, Recent, Rules, UserState
+from memstream.domain.propositions import event_dates, is_digest, proposition
 from schemas.events import (MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemoryRevived,
                             MemorySummarized)
 
@@ -87,6 +94,36 @@ def compatible(a: Recent, b: Recent) -> bool:
     return a.key == b.key and a.value == b.value
 
 
+EVENT_KINDS = frozenset({"event", "plan"})
+
+
+def is_event(r: Recent, content: str) -> bool:
+    """Something that happens once (an event, a plan, a feeling now, a session's digest): its own memory."""
+    return r.category == "episodic" or r.slot_hint in EVENT_KINDS or is_digest(content)
+
+
+def may_dedup(a: Recent, ca: str, b: Recent, cb: str) -> bool:
+    """Near-identical vectors are one memory, but never a session digest and a fact."""
+    return compatible(a, b) and is_digest(ca) == is_digest(cb)
+
+
+def same_proposition(a: Recent, ca: str, b: Recent, cb: str) -> bool:
+    """A merge (the cosine band below dedup) needs the same proposition: never an event (two trips, a
+    purchase and a trip, a fact and its session's digest), never two different event dates; keyed
+    memories agree on key and value, otherwise the sentences agree on subject, predicate and object
+    (memstream/domain/propositions.py). Unreadable content (e.g. a revived memory's, not in the
+    ledger) never merges."""
+    if not compatible(a, b) or is_event(a, ca) or is_event(b, cb):
+        return False
+    da, db = event_dates(ca), event_dates(cb)
+    if da and db and da != db:
+        return False
+    if a.key is not None and b.key is not None:
+        return True  # compatible: same key, same value
+    pa, pb = proposition(ca), proposition(cb)
+    return pa is not None and pb is not None and bool(pa.predicate) and pa.same(pb)
+
+
 def merge_content(base: str, other: str) -> str:
     """The longer if one contains the other, else both joined with "；" (base first)."""
     if other in base:
@@ -119,8 +156,12 @@ def _best_pair(state: UserState, rules: Rules, dirty: set[str]) -> tuple[float, 
                 break
             if j == i or not compatible(state.recent[i], state.recent[j]):
                 continue
-            if state.ledger.get(state.recent[i].memory_id) is None or state.ledger.get(state.recent[j].memory_id) is None:
+            ei, ej = state.ledger.get(state.recent[i].memory_id), state.ledger.get(state.recent[j].memory_id)
+            if ei is None or ej is None:
                 continue  # not a live memory (e.g. state older than the ledger): never merged blind
+            ok = may_dedup if s >= rules.dedup_threshold else same_proposition
+            if not ok(state.recent[i], ei.content, state.recent[j], ej.content):
+                continue
             pair = (s, min(i, j), max(i, j))
             if best is None or (pair[0], -pair[1], -pair[2]) > (best[0], -best[1], -best[2]):
                 best = pair
@@ -167,12 +208,15 @@ def merge_and_dedup(state: UserState, rules: Rules, now: float) -> list[Decision
                                  similarity=round(sim, 4), importance=keep.importance, category=keep.category,
                                  access_count=keep.access_count, tags=keep.tags)
         else:
-            # Merge: new content and embedding; the merged memory is re-stated now (access refreshed).
+            # Merge: new content and embedding. A merge is neither a re-statement nor an access: the
+            # merged memory decays from whichever parent stands higher now and is idle since the later
+            # of the parents' last accesses (so merges never keep an idle fact from being forgotten).
             keep.vec = merged_vector(keep.vec, weights[0], gone.vec, weights[1])
             ek.content = merge_content(ek.content, eg.content)
-            ek.base = keep.importance
-            ek.anchor = ek.last_access = now
-            ek.stage = 0
+            if _standing(eg, rules, now) > _standing(ek, rules, now):
+                ek.base, ek.anchor = eg.base, eg.anchor
+            ek.last_access = max(ek.last_access, eg.last_access)
+            ek.stage = min(ek.stage, eg.stage)
             tag = f"merged:{keep.memory_id}:{gone.memory_id}"
             data = MemoryMerged(memory_id=keep.memory_id, retired_id=gone.memory_id,
                                 parent_ids=[keep.memory_id, gone.memory_id], fact_ids=facts, similarity=round(sim, 4),
@@ -187,6 +231,12 @@ def merge_and_dedup(state: UserState, rules: Rules, now: float) -> list[Decision
             if pref.memory_id == gone.memory_id:
                 pref.memory_id = keep.memory_id
     return decisions
+
+
+def _standing(e: Entry, rules: Rules, now: float) -> tuple[float, float]:
+    """A parent's decayed importance now, before the idle factor (ties: the later anchor)."""
+    decayed: float = rules.decay_rate ** max(0.0, (now - e.anchor) / DAY)
+    return e.base * decayed, e.anchor
 
 
 # -- 2. aging: decay, progressive forgetting, expiry ---------------------------------------------
@@ -255,7 +305,7 @@ def _age_one(state: UserState, rules: Rules, now: float, mid: str, e: Entry, win
             out.append(Decision(f"summarized:{mid}", MemorySummarized(memory_id=mid, content=e.content,
                                                                       idle_days=round(idle, 4)), now))
     reason = None
-    stated = max(0.0, (now - e.anchor) / DAY)  # since created or last re-stated (reinforced, merged, revived)
+    stated = max(0.0, (now - e.anchor) / DAY)  # since created or last re-stated (reinforced, revived)
     if ttl is not None and stated > ttl and e.importance < rules.expire_min_importance:
         reason = "ttl"
     elif not kept and e.stage >= 2 and rules.idle_expire_days > 0 and idle >= rules.idle_expire_days:
