@@ -29,7 +29,8 @@ this again.
      the base (never compounded), published only when it moved by >= decay_min_change;
    - progressive forgetting of memories not accessed (reinforced, recalled) for a while:
      weight lowered (x idle_factor, `memory.decayed` reason "idle") -> content summarised
-     (`memory.summarized`) -> archived (`memory.expired` reason "idle"); an access undoes step 1;
+     (`memory.summarized`: the main clause with its subject, verb and object, never cut; only
+     subordinate detail goes) -> archived (`memory.expired` reason "idle"); an access undoes step 1;
    - TTL by kind: last stated longer ago than its kind's TTL AND importance below the minimum ->
      archived (`memory.expired` reason "ttl"). Kept kinds (identity, policy) and kept tags
      (constraint, decision) are never archived and skip progressive forgetting; a memory with graph
@@ -51,7 +52,9 @@ import numpy as np
 
 from memstream.domain.ledger import BUCKETS, FACTS_CAP, Entry
 from memstream.domain.memory_state import Decision, PrefState, Recent, Rules, UserState
-from memstream.domain.propositions import event_dates, is_digest, proposition
+from memstream.domain.propositions import DATE_TAIL as _DATE_TAIL
+from memstream.domain.propositions import FUNCTION_WORDS as _FUNCTION_WORDS
+from memstream.domain.propositions import event_dates, is_digest, lemma, proposition, verb_lemma
 from schemas.events import (MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemoryRevived,
                             MemorySummarized)
 
@@ -59,6 +62,17 @@ DAY = 86400.0
 _EPS = 1e-9
 FORGOTTEN_VALUE = "\x00forgotten"  # a preference whose memory was forgotten: any new value is a new version
 _CLAUSE_END = re.compile(r"[。！？!?；;，,\n]|\.(?:\s|$)")
+_SENTENCE_END = re.compile(r"[。！？!?；;\n]|\.(?:\s|$)")
+_CLAUSE_ZH = re.compile(r"[，,：:]")
+_CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_USER_EN = re.compile(r"(?i)\buser\b")
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+|[\u3400-\u9fff\uf900-\ufaff]+")
+# What starts subordinate detail after the object: a relative or adverbial clause, a second
+# coordinated predicate, a parenthetical, a dash.
+_RELATIVE = (r"that|which|who|whom|whose|where|when|while|because|since|although|though|as|after|before|until|unless|"
+             r"if|so|and|but")
+_SUBORDINATE = re.compile(r"\s*[(（—–]|\s+-\s|\s+(?:" + _RELATIVE + r")\b|,\s*(?:" + _RELATIVE
+                          + r"|then|with|especially|including|for|in|at|on|it|they|she|he|the|not)\b|,\s*(?=[A-Z\u3400-\u9fff])")
 
 
 def consolidate(state: UserState, rules: Rules, now: float, full: bool = False) -> list[Decision]:
@@ -242,13 +256,72 @@ def _standing(e: Entry, rules: Rules, now: float) -> tuple[float, float]:
 # -- 2. aging: decay, progressive forgetting, expiry ---------------------------------------------
 
 def summarize_content(text: str, max_chars: int) -> str:
-    """Extractive: the first clause, truncated to max_chars (with "…")."""
+    """Extractive, keeping the point: the main clause with its subject, main verb and object, never cut.
+
+    The first sentence (Chinese: the first full clause — clauses are joined until one holds the
+    subject and a predicate); if it is longer than `max_chars`, the subordinate detail after the
+    main verb's object is dropped: a relative or adverbial clause ("that User rides to work…",
+    "because…", ", who…", "and works as…") and a parenthetical other than the event date, which
+    stays. The main clause itself is never truncated, even past `max_chars`: a summary that lost
+    its object says nothing. Only text with no readable clause is truncated (with "…")."""
     text = " ".join(text.split())
-    m = _CLAUSE_END.search(text)
-    first = text[: m.start()].strip() if m and m.start() > 0 else text
-    if len(first) > max_chars:
-        first = first[: max_chars - 1].rstrip() + "…"
-    return first or text[:max_chars] or "…"
+    core = _main_clause(text)
+    if core is None:
+        m = _CLAUSE_END.search(text)
+        first = text[: m.start()].strip() if m and m.start() > 0 else text
+        if len(first) > max_chars:
+            first = first[: max_chars - 1].rstrip() + "…"
+        return first or text[:max_chars] or "…"
+    if len(core) <= max_chars:
+        return core
+    date = _DATE_TAIL.search(core)
+    body, tail = (core[: date.start()], date.group(0)) if date else (core, "")
+    head = _object_end(body)
+    if head is not None:
+        cut = _SUBORDINATE.search(body, head)
+        if cut is not None:
+            body = body[: cut.start()].rstrip(" ,;:-—")
+    return body + tail
+
+
+def _main_clause(text: str) -> str | None:
+    """The first sentence, or (Chinese, or a lead-in like "In 2020,") the first clauses up to the one
+    holding the subject and its predicate; None when no clause reads as one."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    sentence = text[: ends[0]].rstrip(" 。！？!?.;；") if ends else text
+    if not sentence.strip():
+        return None
+    if _CJK_RE.search(sentence) and not _USER_EN.search(sentence):
+        cuts = [m.start() for m in _CLAUSE_ZH.finditer(sentence)] + [len(sentence)]
+        for c in cuts:
+            part = sentence[:c].strip()
+            p = proposition(part)
+            if p is not None and p.predicate and (p.objects or c == len(sentence) or "用户" in part):
+                return part
+        return None
+    p = proposition(sentence)
+    return sentence.strip() if p is not None and p.predicate else None
+
+
+def _object_end(body: str) -> int | None:
+    """Where the main verb's object starts to be complete in an English clause (the end of its first
+    content word; for "is"/"has", of the complement's head), else None (then nothing is cut)."""
+    p = proposition(body)
+    if p is None or not p.predicate:
+        return None
+    pred = p.predicate.removeprefix("not:")
+    words = list(_WORD_RE.finditer(body))
+    if pred.startswith(("be:", "have:")):
+        head = pred.split(":", 1)[1]
+        i = next((k for k, w in enumerate(words) if lemma(w.group(0)) == head), None)
+        return None if i is None else words[i].end()
+    i = next((k for k, w in enumerate(words) if verb_lemma(w.group(0).lower()) == pred
+              or (_CJK_RE.match(w.group(0)) and pred in w.group(0))), None)
+    if i is None:
+        return None
+    if _CJK_RE.match(words[i].group(0)):   # "User 喜欢喝咖啡": the run holds verb and object
+        return words[i].end()
+    return next((w.end() for w in words[i + 1:] if w.group(0).lower() not in _FUNCTION_WORDS), words[i].end())
 
 
 def effective_importance(e: Entry, rules: Rules, now: float) -> float:

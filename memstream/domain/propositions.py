@@ -25,7 +25,7 @@ _DIGEST = re.compile(r"^Conversation on \d{4}-\d{2}-\d{2}: ")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{4}年\d{1,2}月(?:\d{1,2}日)?|(?:January|February|March|April|May|June|July|"
                    r"August|September|October|November|December) \d{4}")
 # The date parenthetical the extraction appends: "(on 2026-11-28)", "(week of …)", "（2027年1月）".
-_DATE_TAIL = re.compile(r"\s*[(（][^()（）]{0,40}\d{4}[^()（）]{0,20}[)）]\s*$")
+DATE_TAIL = re.compile(r"\s*[(（][^()（）]{0,40}\d{4}[^()（）]{0,20}[)）]\s*$")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD_EN = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+|[\u3400-\u9fff\uf900-\ufaff]+")
 
@@ -40,7 +40,7 @@ _BE = frozenset("is are am was were be been being 's".split())
 _HAVE = frozenset("has have had having".split())
 _DETERMINERS = frozenset("a an the their his her its our my your some any one two three four five several many "
                          "few more most this that these those another other".split())
-_FUNCTION = _DETERMINERS | _ADVERBS | _NEGATIONS | _MODALS | _BE | _HAVE | frozenset(
+FUNCTION_WORDS = _DETERMINERS | _ADVERBS | _NEGATIONS | _MODALS | _BE | _HAVE | frozenset(
     "user user's they them he she it and or but to of in on at for with as by from about into over after before "
     "during since until than then there here who which that when where while because so if".split())
 
@@ -57,7 +57,7 @@ _FILLER_ZH = frozenset("了的一个只辆位家条件张把种些台套双对�
 
 @dataclass(frozen=True, slots=True)
 class Proposition:
-    subject: str                 # "user", "user's friend tom", "用户", "用户的妹妹"
+    subject: str                 # "user", "user's friend tom", "user's 妹妹" (用户的妹妹)
     predicate: str               # "live", "not:like", "be:nurse", "have:cat", "去", "not:喜欢"
     objects: frozenset[str]      # content words (lemmas) or CJK bigrams after the predicate
 
@@ -93,7 +93,7 @@ def lemma(word: str) -> str:
 @lru_cache(maxsize=4096)
 def proposition(content: str) -> Proposition | None:
     """The proposition a memory's sentence states (its first sentence), or None when unreadable."""
-    text = _DATE_TAIL.sub("", " ".join(content.split()))
+    text = DATE_TAIL.sub("", " ".join(content.split()))
     if not text:
         return None
     zh = text.find("用户")
@@ -128,6 +128,11 @@ def _en(text: str) -> Proposition | None:
     if i >= len(words):
         return Proposition(subject, "", frozenset())
     verb = words[i]
+    if _CJK.match(raw[i]):                       # "User 喜欢喝咖啡": the Chinese run holds verb and object
+        zh = _zh("用户" + raw[i])
+        if zh is not None:
+            rest = frozenset(lemma(w) for w in words[i + 1:] if w not in FUNCTION_WORDS and not w.isdigit())
+            return Proposition(subject, ("not:" if neg else "") + zh.predicate, zh.objects | rest)
     if verb in _BE or verb in _HAVE:
         j = i + 1
         while j < len(words) and (words[j] in _ADVERBS or words[j] in _NEGATIONS):
@@ -137,7 +142,7 @@ def _en(text: str) -> Proposition | None:
         if nxt in ("been", "being") or (len(nxt) > 4 and nxt.endswith(("ing", "ed"))):
             i = j + (nxt in ("been", "being"))    # an auxiliary: the verb comes next
             verb = words[i] if i < len(words) else nxt
-            pred = _verb_lemma(verb)
+            pred = verb_lemma(verb)
         else:
             while j < len(words) and words[j] in _DETERMINERS:
                 j += 1
@@ -145,12 +150,12 @@ def _en(text: str) -> Proposition | None:
             pred = ("be:" if verb in _BE else "have:") + head
             i = j
     else:
-        pred = _verb_lemma(verb)
-    objects = frozenset(lemma(w) for w in words[i + 1:] if w not in _FUNCTION and not w.isdigit())
+        pred = verb_lemma(verb)
+    objects = frozenset(lemma(w) for w in words[i + 1:] if w not in FUNCTION_WORDS and not w.isdigit())
     return Proposition(subject, ("not:" if neg else "") + pred, objects)
 
 
-def _verb_lemma(verb: str) -> str:
+def verb_lemma(verb: str) -> str:
     if len(verb) > 5 and verb.endswith("ing"):
         return verb[:-3]
     return lemma(verb)
@@ -176,5 +181,6 @@ def _zh(text: str) -> Proposition | None:
     for run in re.findall(r"[\u3400-\u9fff\uf900-\ufaff]+", after):
         run = "".join(c for c in run if c not in _FILLER_ZH)
         objects |= {run[k:k + 2] for k in range(len(run) - 1)} if len(run) > 1 else set(run)
-    latin = frozenset(lemma(w) for w in re.findall(r"[A-Za-z]{2,}", after) if w.lower() not in _FUNCTION)
+    latin = frozenset(lemma(w) for w in re.findall(r"[A-Za-z]{2,}", after) if w.lower() not in FUNCTION_WORDS)
+    subject = "user's " + subject[3:] if subject.startswith("用户的") else "user" if subject == "用户" else subject
     return Proposition(subject, ("not:" if neg else "") + verb, objects | latin)

@@ -147,7 +147,8 @@ def test_propositions_read_subject_predicate_and_object():
     assert proposition("User's sister is a nurse").predicate == "be:nurse"
     assert proposition("But User has two cats").predicate == "have:cat"
     assert proposition("用户不喜欢咖啡").predicate == "not:喜欢"
-    assert proposition("用户的妹妹是护士").subject == "用户的妹妹"
+    assert proposition("用户的妹妹是护士").subject == "user's 妹妹"
+    assert proposition("User 喜欢喝咖啡").predicate == proposition("用户喜欢喝咖啡").predicate == "喜欢"
     assert proposition("用户下个月要去日本旅游").predicate == "去"
     assert event_dates("User ran a marathon (on 2026-11-28)") == {"2026-11-28"}
     assert event_dates("用户领养了一只小猫（2026年7月）") == {"2026年7月"}
