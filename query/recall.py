@@ -403,13 +403,18 @@ def recalled_event(hits: list[RecallHit], source: str):
 
     Published by the query side (API, CLI) on the memory topic, keyed by the user: the memory
     processor refreshes the returned memories' access (count, last access) from it, and revives
-    the archived ones among them (`archived_ids`).
+    the archived ones among them (`archived_ids`) whose score (`scores`) reaches its relevance bar.
     """
     from schemas.events import MemoryRecalled
-    ids = list(dict.fromkeys(h.memory_id for h in hits))
+    best: dict[str, float] = {}
+    for h in hits:
+        best[h.memory_id] = max(best.get(h.memory_id, h.score), h.score)
+    ids = list(best)
     if not ids:
         return None
     archived = list(dict.fromkeys(h.memory_id for h in hits if h.archived))
+    # each hit's score, so the processor revives only the archived ones above its relevance bar
+    scores = [round(best[i], 6) for i in ids]
     if archived and "archived_ids" in MemoryRecalled.model_fields:
-        return MemoryRecalled(memory_ids=ids, source=source, archived_ids=archived)
-    return MemoryRecalled(memory_ids=ids, source=source)
+        return MemoryRecalled(memory_ids=ids, source=source, archived_ids=archived, scores=scores)
+    return MemoryRecalled(memory_ids=ids, source=source, scores=scores)

@@ -295,10 +295,13 @@ class MemoryRecalled(EventData):
     VERSION = 1
     DESCRIPTION = ("One recall call returned these memories to the user (published by the query side, one event per "
                    "call): the memory processor refreshes their access count and last access, and revives those that "
-                   "were archived (`archived_ids`, a subset of `memory_ids`; added later, empty in older events).")
+                   "were archived (`archived_ids`, a subset of `memory_ids`; added later, empty in older events) when "
+                   "their recall score (`scores`, one per `memory_ids` entry; added later, empty in older events, "
+                   "which revive every archived hit) reaches the rules' relevance bar.")
     memory_ids: list[str]
     source: str = "api"
     archived_ids: list[str] = []
+    scores: list[float] = []
 
 
 class MemoryRevived(DecisionData):

@@ -40,8 +40,9 @@ this again.
 Forgetting archives, it never deletes (only `forget` and `erase` do): `memory.expired` keeps its
 name in the log, and every projector marks the memory `archived` — row, embedding and content stay,
 it only leaves the working set (window, ledger, the default recall tier). The ledger keeps a compact
-record of it, so a recall that returns it (`memory.recalled`) revives it: `recalled()` decides a
-`memory.revived` that puts it back into the ledger, re-stated at the recall's time.
+record of it, so a recall that returns it (`memory.recalled`) with a score at or above the rules'
+relevance bar (REVIVE_MIN_SCORE) revives it: `recalled()` decides a `memory.revived` that puts
+it back into the ledger, re-stated at the recall's time.
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ from typing import cast
 import numpy as np
 
 from memstream.domain.ledger import BUCKETS, FACTS_CAP, Entry
-from memstream.domain.memory_state import Decision, PrefState, Recent, Rules, UserState
+from memstream.domain.memory_state import REVIVE_MIN_SCORE, Decision, PrefState, Recent, Rules, UserState
 from memstream.domain.propositions import DATE_TAIL as _DATE_TAIL
 from memstream.domain.propositions import FUNCTION_WORDS as _FUNCTION_WORDS
 from memstream.domain.propositions import event_dates, is_digest, lemma, proposition, verb_lemma
@@ -416,18 +417,23 @@ def _leave_window(state: UserState, memory_id: str) -> None:
 
 # -- access and explicit forgetting ---------------------------------------------------------------
 
-def recalled(state: UserState, memory_ids: list[str], at: float,
-             archived_ids: list[str] | None = None) -> list[Decision]:
-    """A recall returned these memories (`memory.recalled`; `archived_ids`: those it found archived).
+def recalled(state: UserState, memory_ids: list[str], at: float, archived_ids: list[str] | None = None,
+             scores: list[float] | None = None, min_score: float = REVIVE_MIN_SCORE) -> list[Decision]:
+    """A recall returned these memories (`memory.recalled`; `archived_ids`: those it found archived,
+    `scores`: the recall score of each of `memory_ids`, in order).
 
     Live ones: access refreshed (count, last access); step 1 of progressive forgetting is undone
-    (the next aging restores the weight). Archived ones the ledger still holds are revived: back in
+    (the next aging restores the weight). Archived ones the ledger still holds are revived when
+    the recall found them relevant — a score of at least `min_score` (REVIVE_MIN_SCORE, memory_state.py);
+    without scores (events before they were recorded) every archived hit is, as before: back in
     the ledger as if re-stated now (stage 0, decaying from their base importance again from `at`,
-    idle clock reset), one `memory.revived` each, returned in the order given. An archived memory
-    the ledger no longer knows (dropped past the archive cap, or archived before archives were kept)
-    stays archived — still recallable, just not revived. Unknown ids change nothing. A refresh
-    alone returns no decision but marks the ledger dirty: the caller saves when it is."""
+    idle clock reset), one `memory.revived` each, returned in the order given. An archived hit
+    below the bar stays archived (it was returned, not used). An archived memory the ledger no
+    longer knows (dropped past the archive cap, or archived before archives were kept) stays
+    archived — still recallable, just not revived. Unknown ids change nothing. A refresh alone
+    returns no decision but marks the ledger dirty: the caller saves when it is."""
     state.clock = max(state.clock, at)
+    score = dict(zip(memory_ids, scores)) if scores and len(scores) == len(memory_ids) else {}
     out: list[Decision] = []
     for mid in dict.fromkeys(list(memory_ids) + list(archived_ids or [])):
         e = state.ledger.edit(mid)
@@ -437,6 +443,8 @@ def recalled(state: UserState, memory_ids: list[str], at: float,
             if e.stage == 1:
                 e.stage = 0
             continue
+        if score and score.get(mid, 0.0) < min_score:
+            continue  # returned but not relevant enough to bring back
         found = state.ledger.archived(mid)
         if found is None:
             continue

@@ -14,6 +14,15 @@ import numpy as np
 from memstream.domain.ledger import Ledger
 from schemas.events import EventData
 
+# Revival's relevance bar: an archived memory a recall returned is revived only when its recall
+# score (`memory.recalled` scores; the archive penalty included) is at least this. Scores are
+# 0.8 x (0.7 x sim' + 0.3 x importance) for an archived hit (docs/calibration.md): a median relevant
+# LoCoMo hit (cosine 0.855, sim' 0.34) at an archived importance of ~0.2 scores ~0.24, the median
+# best irrelevant one (0.78, sim' ~0) ~0.05, its 75th percentile (0.864) ~0.17, a graph neighbour
+# (0.45 x its seed) ~0.15: 0.2 revives what was asked for, not what came along. A code constant
+# like the rules' own logic, not a setting: a setting would enter the rules profile (every hash,
+# so every running worker's rollover) and the settings table.
+REVIVE_MIN_SCORE = 0.2
 APPLIED_WINDOW = 32  # facts whose decisions are kept for crash re-delivery; covers any uncommitted tail
 
 

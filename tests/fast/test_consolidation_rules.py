@@ -531,3 +531,23 @@ def test_entries_stored_before_kinds_were_kept_still_load():
     entry = Entry.from_list(old)
     assert (entry.kind, entry.pinned, entry.facts) == (None, False, ["f"])
     assert Entry.from_list(entry.to_list()) == entry
+
+
+def test_a_recall_revives_only_archived_hits_above_the_relevance_bar():
+    """Issue 30 item 4: a recall revived every archived memory in its top k, relevant or not."""
+    state, ids = linked_user()
+    consolidate(state, RULES, at_day(31))
+    e_id, p_id = ids["E"], ids["P"]
+    assert state.ledger.archived(e_id) is not None
+    low = recalled(state, [p_id, e_id], at_day(40), archived_ids=[e_id], scores=[0.6, 0.12])
+    assert low == [] and state.ledger.archived(e_id) is not None       # returned, not relevant: stays archived
+    assert state.ledger.get(p_id).recalls == 1                          # the live hit is still refreshed
+    (back,) = of(recalled(state, [p_id, e_id], at_day(41), archived_ids=[e_id], scores=[0.6, 0.31]), MemoryRevived)
+    assert back.memory_id == e_id and state.ledger.get(e_id) is not None
+
+
+def test_a_recall_event_without_scores_revives_as_before():
+    state, ids = linked_user()
+    consolidate(state, RULES, at_day(31))
+    e_id = ids["E"]
+    assert len(of(recalled(state, [e_id], at_day(40), archived_ids=[e_id], scores=[]), MemoryRevived)) == 1
