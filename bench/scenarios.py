@@ -13,6 +13,8 @@ Scoring (per stated fact):
 - expect.memories fragment: correct if an active memory contains it, else missing;
 - expect.not_current fragment (a superseded state, a third party's or the assistant's fact): wrong
   if an active memory (or, for "key=value", the current preference) says it;
+- expect.apart [a, b] (two unrelated facts): correct if active memories hold both and none holds
+  both (consolidation kept them apart), wrong if one active memory says both, else missing;
 - expect.answers (with --answers, embeds with the default e5 model in-process): correct if one of
   the top 3 active memories by cosine contains the answer, wrong if the first one says a
   not_current fragment, else missing.
@@ -22,6 +24,7 @@ Scoring (per stated fact):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 from dataclasses import dataclass, field
@@ -88,9 +91,11 @@ def _time(s) -> datetime:
 
 
 def simulate(scenario: dict, embed=None, rules: Rules | None = None) -> Outcome:
-    """The state after the scenario's turns: extraction then the memory rules, in order."""
+    """The state after the scenario's turns: extraction then the memory rules, in order. A scenario's
+    `rules` (Rules fields, e.g. consolidate_every, merge_threshold) replace the defaults, so that
+    consolidation and forgetting run in event time as the turns' times say."""
     embed = embed or (lambda texts: [hashed_embedding(t) for t in texts])
-    rules = rules or Rules()
+    rules = dataclasses.replace(rules or Rules(), **(scenario.get("rules") or {}))
     state, out = UserState(), Outcome()
     for turn in scenario["turns"]:
         if turn.get("role", "user") != "user":
@@ -118,6 +123,10 @@ def simulate(scenario: dict, embed=None, rules: Rules | None = None) -> Outcome:
                         out.memories[data.memory_id].content = data.content
                 elif kind in ("memory.expired", "memory.forgotten") and data.memory_id in out.memories:
                     out.memories[data.memory_id].status = "archived"
+                elif kind == "memory.summarized" and data.memory_id in out.memories:
+                    out.memories[data.memory_id].content = data.content
+                elif kind == "memory.revived" and data.memory_id in out.memories:
+                    out.memories[data.memory_id].status = "active"
                 elif kind == "preference.set":
                     out.prefs[data.key] = data.value
     return out
@@ -139,6 +148,11 @@ def score(scenario: dict, out: Outcome, query_embed=None) -> dict:
     for frag in exp.get("memories") or []:
         found = any(_has(m.content, frag) for m in active)
         details.append(("correct" if found else "missing", f"memory ~ {frag}"))
+    for a, b in exp.get("apart") or []:
+        both = any(_has(m.content, a) and _has(m.content, b) for m in active)
+        each = any(_has(m.content, a) for m in active) and any(_has(m.content, b) for m in active)
+        verdict = "wrong" if both else "correct" if each else "missing"
+        details.append((verdict, f"apart: {a} / {b}"))
     for frag in exp.get("not_current") or []:
         if "=" in frag and " " not in frag.split("=", 1)[0]:
             key, value = frag.split("=", 1)

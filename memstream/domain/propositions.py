@@ -47,12 +47,19 @@ FUNCTION_WORDS = _DETERMINERS | _ADVERBS | _NEGATIONS | _MODALS | _BE | _HAVE | 
 # -- Chinese -------------------------------------------------------------------------------------
 # Verbs a memory's clause turns on, longest first so that 住在 wins over 住, 喜欢 over 喜.
 _VERBS_ZH = tuple(sorted((
-    "喜欢 爱 讨厌 受不了 住在 住 搬到 搬 是 叫 有 养 领养 收养 去 来 回 在 工作 上班 上学 学习 学 读 研究 "
+    "喜欢 爱 讨厌 受不了 住在 住 搬到 搬 是 叫 有 养 领养 收养 去 来 回 工作 上班 上学 学习 学 读 研究 "
     "吃 喝 买 卖 骑 开 打 玩 做 当 参加 结婚 离婚 单身 已婚 订婚 跑 跑步 游泳 看 听 写 练 教 生 戒 "
     "得了 患有 过敏 毕业 加入 辞职 换 用 穿 带 种 弹 画 唱 跳 旅游 旅行 出差 生病 怀孕").split(), key=len, reverse=True))
 _NEG_ZH = ("不再", "没有", "不", "没", "别", "未")
+# 在 is a verb ("用户在北京") only when no other verb follows: mostly it is "at" ("在公司工作").
+_WEAK_VERBS_ZH = ("在",)
+# A third party named right after 用户 without 的 ("用户哥哥住在罗马").
+_RELATIONS_ZH = tuple(sorted((
+    "哥哥 姐姐 弟弟 妹妹 朋友 好友 妻子 丈夫 老公 老婆 太太 先生 儿子 女儿 孩子 父亲 母亲 爸爸 妈妈 父母 爷爷 "
+    "奶奶 外公 外婆 同事 老板 上司 男朋友 女朋友 男友 女友 室友 邻居 表哥 表姐 表弟 表妹 堂哥 堂姐 家人 同学 "
+    "老师 医生").split(), key=len, reverse=True))
 # Particles and measure words: left out of the object ("一辆车" → 车).
-_FILLER_ZH = frozenset("了的一个只辆位家条件张把种些台套双对头匹着过很都也还最")
+_FILLER_ZH = frozenset("了的一个只辆位家条件张把种些台套双对头匹着过很也还最")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +168,10 @@ def verb_lemma(verb: str) -> str:
     return lemma(verb)
 
 
+def _earliest_longest(found: tuple[int, str]) -> tuple[int, int]:
+    return found[0], -len(found[1])
+
+
 def _zh(text: str) -> Proposition | None:
     clause = re.split(r"[，,。！？!?；;：:]", text, maxsplit=1)[0]
     if not clause:
@@ -168,11 +179,15 @@ def _zh(text: str) -> Proposition | None:
     if clause.startswith("用户的"):
         subject, rest = clause[:5], clause[5:]     # 用户的 + a two-character relation (妹妹, 朋友, 职位)
     elif clause.startswith("用户"):
-        subject, rest = "用户", clause[2:]
+        rel = next((r for r in _RELATIONS_ZH if clause.startswith(r, 2)), "")
+        subject, rest = ("用户的" + rel if rel else "用户"), clause[2 + len(rel):]
     else:
-        first = min(((clause.find(v), v) for v in _VERBS_ZH if clause.find(v) > 0), default=(min(2, len(clause)), ""))
+        first = min(((clause.find(v), v) for v in _VERBS_ZH if clause.find(v) > 0), default=(min(2, len(clause)), ""),
+                    key=_earliest_longest)
         subject, rest = clause[: first[0]], clause[first[0]:]
-    at, verb = min(((rest.find(v), v) for v in _VERBS_ZH if v in rest), default=(-1, ""))
+    at, verb = min(((rest.find(v), v) for v in _VERBS_ZH if v in rest), default=(-1, ""), key=_earliest_longest)
+    if at < 0:
+        at, verb = min(((rest.find(v), v) for v in _WEAK_VERBS_ZH if v in rest), default=(-1, ""), key=_earliest_longest)
     if at < 0:
         at, verb = 0, rest[:2]
     neg = any(rest[:at].endswith(n) for n in _NEG_ZH)
