@@ -160,16 +160,30 @@ class Throttled:
 
 
 class Backoff:
-    """Capped exponential backoff with full jitter: 0.2 s, 0.4 s, … up to `cap`, each × U(0.5, 1]."""
+    """The one retry policy: capped exponential backoff with jitter — 0.2 s, 0.4 s, … up to `cap`,
+    each × U(0.5, 1] (half of the delay fixed, half random: retries from many callers spread out,
+    and none comes back at once). Callers choose `base` and `cap`; every retry loop in memstream
+    waits through one of these (the workers' supervisor, the projectors, the log reader in
+    memstream/bus.py, the LLM channel)."""
 
     def __init__(self, base: float = 0.2, cap: float = 5.0):
         self.base, self.cap = base, cap
         self.attempt = 0
 
+    def delay(self, attempt: int) -> float:
+        """The wait before retry number `attempt` + 1 (0: the first retry), jittered."""
+        return min(self.cap, self.base * (2 ** attempt)) * (0.5 + random.random() / 2)
+
     def next(self) -> float:
-        delay = min(self.cap, self.base * (2 ** self.attempt))
+        delay = self.delay(self.attempt)
         self.attempt += 1
-        return delay * (0.5 + random.random() / 2)
+        return delay
+
+    def sleep(self) -> float:
+        """Wait the next delay (blocking); returns it."""
+        delay = self.next()
+        time.sleep(delay)
+        return delay
 
     def reset(self) -> None:
         self.attempt = 0

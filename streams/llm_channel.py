@@ -2,7 +2,9 @@
 classification fallback.
 
 It is built to be the weak link that never breaks the chain: bounded concurrency (a semaphore),
-a per-call timeout, our own bounded retries with exponential backoff and jitter, and JSON output
+a per-call timeout, our own bounded retries waiting with the one retry policy
+(memstream.resilience.Backoff: capped exponential backoff, each delay × U(0.5, 1], from
+`backoff_s` up to `backoff_max_s`), and JSON output
 validated against a schema. Every failure is counted and logged, and ends in `None` for the
 caller, never an exception: an endpoint that is down costs facts, not the worker.
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from typing import TypeVar
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memstream import metrics
 from memstream.config import Settings
 from memstream.domain.classification import CATEGORIES
+from memstream.resilience import Backoff
 
 log = logging.getLogger("memstream.llm")
 
@@ -179,6 +181,7 @@ class LlmClient:
         self.max_attempts = max(1, max_attempts)
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
+        self._policy = Backoff(base=backoff_s, cap=backoff_max_s)   # delay(n) only: calls share no state
         self._slots = asyncio.Semaphore(concurrency)
         self.calls = self.failures = self.timeouts = self.invalid_outputs = self.retries = 0
 
@@ -283,10 +286,11 @@ class LlmClient:
         return None
 
     def _backoff(self, retry: int) -> float:
-        """Exponential backoff with "equal jitter": half the delay is fixed, half random, so
-        retries from many turns spread out but never come back immediately."""
-        delay = min(self.backoff_max_s, self.backoff_s * 2 ** (retry - 1))
-        return delay / 2 + random.uniform(0, delay / 2)
+        """The wait before retry number `retry` (1: the first): the one retry policy
+        (memstream.resilience.Backoff), "equal jitter": half of backoff_s * 2**(retry-1), capped at
+        backoff_max_s, is fixed and half random, so retries from many turns spread out but never
+        come back immediately."""
+        return self._policy.delay(retry - 1)
 
 
 def _describe(exc: Exception) -> str:
