@@ -289,7 +289,7 @@ def test_a_record_the_stream_skips_is_read_again_not_committed_past(fault_base, 
     """faust can skip a fetched record around a rebalance (faust#596) and then commit over it
     (faust#606's off-by-one): the kill -9 run above once lost a fact that way. The memory worker's
     stream here skips one fact exactly as faust does (tests/inject/sitecustomize.py); no commit may
-    pass it and streams/offset_guard.py must read it again: 0 lost, lag 0, no restart. At a
+    pass it and streams/faust_adapter.py must read it again: 0 lost, lag 0, no restart. At a
     partition's first record nothing is committed yet, and faust then commits any first run of
     acks (its None means both "never" and "offset 0"): the guard reads the log start instead."""
     def inject(s, pipe):
@@ -327,7 +327,7 @@ def test_a_second_worker_of_each_stage_joins_then_the_first_leaves_mid_burst(fau
     first copy of each leaves with SIGTERM. Every group rebalances twice while turns flow; the
     result must be what a clean run of the same log gives: 0 lost, 0 duplicated effects.
     (An xfail until 2026-12-01: one CI run in four had left 3 facts undecided, a record skipped at a
-    partition's start and committed past; since streams/offset_guard.py reads the log start there,
+    partition's start and committed past; since streams/faust_adapter.py reads the log start there,
     8 of 8 local runs with a real split and 6 of 6 fresh-clone CI runs passed.)"""
     stages = ("extractor", "memory", "projectors")
 

@@ -23,7 +23,7 @@ if _marker and sys.orig_argv[-2:] == ["worker", "extractor"]:
 # With MEMSTREAM_TEST_SKIP_ONCE=<topic suffix>:<partition or *>:<first offset>, the memory worker's
 # stream skips the first fact record at or after that position once (`*`: on any partition), the
 # way faust skips a record fetched across a rebalance (faust#596: a stale generation id; the record
-# is neither processed nor acked, its partition reads on). streams/offset_guard.py must commit nothing over it and read it again.
+# is neither processed nor acked, its partition reads on). streams/faust_adapter.py must commit nothing over it and read it again.
 _skip = os.environ.get("MEMSTREAM_TEST_SKIP_ONCE")
 if _skip and sys.orig_argv[-2:] == ["worker", "memory"]:
     from faust.transport.drivers import aiokafka as _driver
