@@ -92,7 +92,7 @@ def test_one_user_through_reinforce_decay_merge_dedup_forget_and_expiry(live):
     c = rot(m_dir, e(2), 11)
     cos = lambda x, y: float(np.dot(unit(x), unit(y)))  # noqa: E731
     assert 0.95 <= cos(a, b) < 0.98 and cos(c, a) < cos(a, b) and cos(c, b) < 0.98 and cos(c, m_dir) >= 0.98
-    fact("B", day(10) + timedelta(hours=1), "用户周末常去香山爬山", b, 0.5)
+    fact("B", day(10) + timedelta(hours=1), "用户喜欢周末去香山爬山", b, 0.5)  # the same proposition as A
     fact("C", day(10) + timedelta(hours=2), "用户爱好登山", c, 0.4)
     fact("Q2", day(10) + timedelta(hours=3), "用户每天早上喂猫", rot(p, e(7), 21), 0.8)
     fact("F", day(10) + timedelta(hours=4), "用户在学西班牙语", e(10), 0.6)
@@ -100,7 +100,7 @@ def test_one_user_through_reinforce_decay_merge_dedup_forget_and_expiry(live):
     items = wait_agree(live, user, "day 10: merged and deduped",
                        lambda it: it.get(ids["C"], {}).get("status") == "deduped")
     A, B, C = items[ids["A"]], items[ids["B"]], items[ids["C"]]
-    assert (A["status"], A["content"], A["importance"]) == ("active", "用户喜欢爬山；用户周末常去香山爬山", 0.5707)
+    assert (A["status"], A["content"], A["importance"]) == ("active", "用户喜欢爬山；用户喜欢周末去香山爬山", 0.5707)
     assert A["parent_ids"] == sorted([ids["A"], ids["B"]]) and A["source_fact_ids"] == [ids["A"], ids["B"], ids["C"]]
     assert (B["status"], B["merged_into"], C["merged_into"]) == ("merged", ids["A"], ids["A"])
     audit_has(live, ids["B"], "memory.merged")
