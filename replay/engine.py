@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
 from memstream import watermarks
+from memstream.bus import LogReader
 from memstream.errors import InvalidEvent
 from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
@@ -90,29 +88,12 @@ def topics_of(projector: Projector) -> frozenset[str]:
     return frozenset(projector.settings.topic(t) for t in projector.topics)
 
 
-def consumer(kafka: dict, purpose: str = "replay") -> Consumer:
-    """A group-less reader; `kafka`: the client config of a principal (memstream/kafka_auth.py)."""
-    return Consumer({
-        **kafka,
-        "group.id": f"memstream-{purpose}-{uuid.uuid4().hex[:8]}",   # never committed: positions live in the stores
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        "max.partition.fetch.bytes": 8 * 1024 * 1024,
-        "fetch.max.bytes": 64 * 1024 * 1024,
-    })
-
-
-def log_ends(c: Consumer, topics: set[str] | frozenset[str], timeout: float = 10.0) -> dict[TopicPart, int]:
-    """The current end offset (high watermark) of every partition of `topics` that exists."""
-    ends: dict[TopicPart, int] = {}
-    for topic in sorted(topics):
-        meta = c.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None:
-            continue
-        for p in meta.partitions:
-            ends[(topic, p)] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-    return ends
+def reader(kafka: dict, purpose: str = "replay") -> LogReader:
+    """A bounded log reader (memstream/bus.py); `kafka`: the client config of a principal
+    (memstream/kafka_auth.py). Its group is never committed: positions live in the stores. Big
+    fetches: a replay reads whole partitions."""
+    return LogReader(kafka, purpose, idle_timeout_s=120.0,
+                     **{"max.partition.fetch.bytes": 8 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024})
 
 
 def real_positions(positions: dict[TopicPart, int], topics: frozenset[str]) -> dict[TopicPart, int]:
@@ -142,44 +123,25 @@ class Replayer:
         a projector not in `until` reads to the log end as of now.
         """
         stats = ReplayStats(applied={p.name: 0 for p in projectors})
-        c = consumer(self.kafka)
+        r = reader(self.kafka)
         pool = ThreadPoolExecutor(max_workers=max(1, len(projectors)), thread_name_prefix="replay") if self.parallel else None
         try:
-            lanes, start, stop = self.plan(c, projectors, until)
+            lanes, start, stop = self.plan(r, projectors, until)
             total = sum(stop[tp] - start[tp] for tp in start)
             bar = Progress(self.progress_label, total, enabled=self.progress)
             if not start:
                 bar.close()
                 return stats
-            c.assign([TopicPartition(t, p, start[(t, p)]) for (t, p) in start])
-            remaining = set(start)
             began = time.monotonic()
-            while remaining:
-                msgs = c.consume(num_messages=self.batch_size, timeout=0.5)
-                records = []
-                for m in msgs:
-                    tp = (m.topic(), m.partition())
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            self._finish(c, remaining, tp)
-                        else:
-                            log.warning("replay: consumer error %s", err)
-                        continue
-                    if tp not in remaining or m.offset() >= stop[tp]:
-                        continue
-                    records.append(self._read(m, stats))
-                    if m.offset() + 1 >= stop[tp]:
-                        self._finish(c, remaining, tp)
-                if not records:
-                    continue
+            for batch in r.read({tp: (start[tp], stop[tp]) for tp in start}, batch_size=self.batch_size):
+                records = [self._read(m, stats) for m in batch]
                 self._dispatch(pool, lanes, records, stats)
                 stats.records += len(records)
                 bar.update(len(records))
                 if self.on_records is not None:
                     self.on_records(len(records))
                 if self.stop_after is not None and stats.records >= self.stop_after:
-                    stats.interrupted = bool(remaining)
+                    stats.interrupted = bool(r.unfinished)
                     break
             self._drain(lanes)
             stats.seconds = time.monotonic() - began
@@ -188,13 +150,13 @@ class Replayer:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
-            c.close()
+            r.close()
 
-    def plan(self, c: Consumer, projectors: list[Projector], until=None) -> tuple[list[_Lane], dict, dict]:
+    def plan(self, r: LogReader, projectors: list[Projector], until=None) -> tuple[list[_Lane], dict, dict]:
         """Each projector's lane (stored start, end per partition), and per partition the lowest
         start of the lanes that still need it and their highest end."""
         all_topics = frozenset().union(*(topics_of(p) for p in projectors)) if projectors else frozenset()
-        ends = log_ends(c, all_topics)
+        ends = r.ends(all_topics)
         lanes = []
         for p in projectors:
             topics = topics_of(p)
@@ -216,18 +178,9 @@ class Replayer:
 
     def remaining(self, projectors: list[Projector]) -> int:
         """Records a run over `projectors` would read (for a progress total)."""
-        c = consumer(self.kafka)
-        try:
-            _, start, stop = self.plan(c, projectors)
+        with reader(self.kafka) as r:
+            _, start, stop = self.plan(r, projectors)
             return sum(stop[tp] - start[tp] for tp in start)
-        finally:
-            c.close()
-
-    @staticmethod
-    def _finish(c: Consumer, remaining: set, tp: TopicPart) -> None:
-        if tp in remaining:
-            remaining.discard(tp)
-            c.pause([TopicPartition(tp[0], tp[1])])
 
     def _read(self, m, stats: ReplayStats) -> tuple:
         """(tp, offset, item | None, watermark | None): decoded once for every projector."""

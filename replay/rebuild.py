@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import psycopg
-from confluent_kafka import TopicPartition
 from psycopg import sql
 
 from memstream.config import Settings
@@ -40,8 +39,7 @@ from replay import stores
 from replay.engine import (
     Replayer,
     ReplayStats,
-    consumer,
-    log_ends,
+    reader,
     real_positions,
     topics_of,
 )
@@ -228,14 +226,8 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
 
 def offsets_at(settings: Settings, topics: frozenset[str], since: datetime) -> dict[TopicPart, int]:
     """Per partition, the first offset appended at or after `since` (the log end if none)."""
-    c = consumer(kafka_config(settings, ADMIN), "replay-from")
-    try:
-        ends = log_ends(c, topics)
-        ms = int(since.timestamp() * 1000)
-        found = c.offsets_for_times([TopicPartition(t, p, ms) for (t, p) in ends], timeout=10)
-        return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)]) for tp in found}
-    finally:
-        c.close()
+    with reader(kafka_config(settings, ADMIN), "replay-from") as r:
+        return r.offsets_at(r.ends(topics), int(since.timestamp() * 1000), timeout=10)
 
 
 def _lowered(live: dict[TopicPart, int], at: dict[TopicPart, int], topics: frozenset[str]) -> dict[TopicPart, int]:

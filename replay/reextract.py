@@ -23,13 +23,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import orjson
-from confluent_kafka import KafkaError, TopicPartition
 
 from memstream.bus import EventProducer
 from memstream.config import Settings
 from memstream.errors import InvalidEvent
 from memstream.kafka_auth import ADMIN, kafka_config
-from replay.engine import consumer, log_ends
+from replay.engine import reader
 from schemas.codec import KeyRing, encode
 from schemas.records import decode_confluent
 
@@ -53,36 +52,8 @@ class ReextractReport:
 
 def _scan(settings: Settings, topic: str, since: datetime | None):
     """Every record of `topic` appended at or after `since` (all of it for None), up to its end now."""
-    c = consumer(kafka_config(settings, ADMIN), "reextract")
-    try:
-        ends = {tp: end for tp, end in log_ends(c, {topic}).items() if end > 0}
-        if not ends:
-            return
-        if since is None:
-            starts = {tp: 0 for tp in ends}
-        else:
-            ms = int(since.timestamp() * 1000)
-            found = c.offsets_for_times([TopicPartition(t, p, ms) for t, p in ends], timeout=30)
-            # -1: nothing at or after that time in this partition
-            starts = {(f.topic, f.partition): (f.offset if f.offset >= 0 else ends[(f.topic, f.partition)]) for f in found}
-        todo = {tp: end for tp, end in ends.items() if starts[tp] < end}
-        if not todo:
-            return
-        c.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in todo])
-        while todo:
-            for m in c.consume(num_messages=1000, timeout=0.5):
-                tp = (m.topic(), m.partition())
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        todo.pop(tp, None)
-                    continue
-                if tp not in todo:
-                    continue
-                yield m
-                if m.offset() + 1 >= todo[tp]:
-                    del todo[tp]
-    finally:
-        c.close()
+    with reader(kafka_config(settings, ADMIN), "reextract") as r:
+        yield from r.records(r.spans([topic], since_ms=None if since is None else int(since.timestamp() * 1000)))
 
 
 def _fact_ids(settings: Settings, since: datetime | None) -> set[str]:

@@ -27,29 +27,30 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 import orjson
 import psycopg
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 
 from memstream import watermarks
-from memstream.bus import producer_config
+from memstream.bus import LogReader, producer_config
 from memstream.config import InvalidValue, Settings
 from memstream.domain.memory_state import Rules
 from memstream.domain.rules_profile import differences, profile_hash, profile_of
 from memstream.errors import ConfigError, InvalidEvent, MemstreamError
 from memstream.kafka_auth import ADMIN, kafka_config
 from memstream.privacy.keystore import KeyStore
+from memstream.resilience import Backoff
 from replay import stores
 from replay.audit import _rows, summary
 from schemas.peek import peek
 from replay.fetch import fetch
 from replay.rebuild import drop_shadow, make_projector
-from replay.engine import UNRECORDED, Replayer, consumer, log_ends
+from replay.engine import UNRECORDED, Replayer, reader
 from replay.progress import Progress, note
 from schemas.codec import decode, encode
 from schemas.records import confluent_appended_ms, decode_confluent
@@ -99,6 +100,7 @@ def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
         for fut in admin.delete_topics([topic], operation_timeout=30).values():
             fut.result()
     deadline = time.monotonic() + timeout
+    retry = Backoff(base=0.2, cap=1.0)
     config = {"retention.ms": "-1", "retention.bytes": "-1"}
     while True:
         try:
@@ -110,18 +112,16 @@ def _fresh_topic(settings: Settings, topic: str, timeout: float = 60.0) -> None:
         except Exception as exc:   # marked for deletion a moment longer
             if time.monotonic() > deadline:
                 raise MemstreamError(f"cannot re-create {topic}: {exc}") from None
-            time.sleep(0.5)
-    c = consumer(kafka_config(settings, ADMIN), "whatif-probe")
-    try:
+            retry.sleep()
+    with reader(kafka_config(settings, ADMIN), "whatif-probe") as r:
+        retry.reset()
         while time.monotonic() < deadline:
             try:
-                if len(log_ends(c, {topic})) == settings.partitions:
+                if len(r.ends({topic})) == settings.partitions:
                     return
             except Exception:
                 pass
-            time.sleep(0.2)
-    finally:
-        c.close()
+            retry.sleep()
 
 
 # -- the memory processor, in memory ------------------------------------------------------------
@@ -254,12 +254,12 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
                     producer.poll(0.05)
 
         facts_t, memory_t = settings.topic("facts"), settings.topic("memory")
-        c = consumer(kafka_config(settings, ADMIN), "whatif")
+        r = reader(kafka_config(settings, ADMIN), "whatif")
         try:
-            ends = log_ends(c, {facts_t, memory_t})
+            ends = r.ends({facts_t, memory_t})
             bar = Progress("what-if", sum(ends.values()), enabled=progress)
             for p in range(settings.partitions):
-                for m in _merged(c, [(facts_t, p), (memory_t, p)], ends):
+                for m in _merged(r, [(facts_t, p), (memory_t, p)], ends):
                     bar.update(1)
                     for out in _handle(core, m, facts_t, p, keys, live_sig, cause_types, erased_users, report):
                         env = out.envelope
@@ -273,7 +273,7 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
                     producer.poll(0)
             bar.close()
         finally:
-            c.close()
+            r.close()
             left = producer.flush(120)
             if left:
                 raise MemstreamError(f"{left} what-if records undelivered")
@@ -347,34 +347,23 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
     return [out for out in core.on_control(env, partition) if not out.continuation]
 
 
-def _merged(c, tps: list[tuple[str, int]], ends: dict):
+def _merged(r: LogReader, tps: list[tuple[str, int]], ends: dict):
     """The records of a few partitions, merged by record timestamp (ties: the order of `tps`)."""
     live = [tp for tp in tps if ends.get(tp, 0) > 0]
     if not live:
         return
-    c.assign([TopicPartition(t, p, 0) for t, p in live])
-    queues: dict[tuple[str, int], list] = {tp: [] for tp in live}
-    done: set = set()
+    batches = r.read({tp: (0, ends[tp]) for tp in live}, batch_size=2000)
+    queues: dict[tuple[str, int], deque] = {tp: deque() for tp in live}
     while True:
-        need = [tp for tp in live if not queues[tp] and tp not in done]
-        while need:
-            for m in c.consume(num_messages=2000, timeout=0.5):
-                tp = (m.topic(), m.partition())
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        done.add(tp)
-                    continue
-                if m.offset() < ends[tp]:
-                    queues[tp].append(m)
-                if m.offset() + 1 >= ends[tp]:
-                    done.add(tp)
-            need = [tp for tp in live if not queues[tp] and tp not in done]
+        # a record can be chosen once every partition still being read has one queued
+        while any(not queues[tp] and tp in r.unfinished for tp in live):
+            for m in next(batches, ()):
+                queues[(m.topic(), m.partition())].append(m)
         ready = [tp for tp in live if queues[tp]]
         if not ready:
             break
         tp = min(ready, key=lambda x: (queues[x][0].timestamp()[1], live.index(x)))
-        yield queues[tp].pop(0)
-    c.unassign()
+        yield queues[tp].popleft()
 
 
 def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_types: dict) -> list[dict]:
@@ -397,25 +386,10 @@ def _examples(settings: Settings, keys, topic: str, causes: list[str], cause_typ
                 pass
         elif r["causation_id"] in wanted and rec.get("type") in DECISIONS:
             by_cause[r["causation_id"]]["live"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
-    c = consumer(kafka_config(settings, ADMIN), "whatif-examples")
-    try:
-        ends = log_ends(c, {topic})
-        for tp, end in ends.items():
-            if not end:
-                continue
-            c.assign([TopicPartition(tp[0], tp[1], 0)])
-            seen = 0
-            while seen < end:
-                batch = c.consume(num_messages=2000, timeout=1.0)
-                if not batch:
-                    break
-                for m in batch:
-                    if m.error() is not None:
-                        continue
-                    seen = m.offset() + 1
-                    rec = peek(m.value())
-                    if rec.get("causation") in wanted and rec.get("type") in DECISIONS:
-                        by_cause[rec["causation"]]["whatif"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
-    finally:
-        c.close()
+    with reader(kafka_config(settings, ADMIN), "whatif-examples") as r:
+        for tp, span in sorted(r.spans([topic]).items()):   # partition by partition, as the decisions were sent
+            for m in r.records({tp: span}, batch_size=2000):
+                rec = peek(m.value())
+                if rec.get("causation") in wanted and rec.get("type") in DECISIONS:
+                    by_cause[rec["causation"]]["whatif"].append(summary({"type": rec["type"], "data": rec.get("data") or {}}))
     return [by_cause[cid] for cid in causes]

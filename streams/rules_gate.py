@@ -24,14 +24,13 @@ while another rolls over keeps its own profile, and its decisions say so.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from memstream.bus import producer_config
+from memstream.bus import LogReader, producer_config
 from memstream.config import Settings
 from memstream.domain.rules_profile import (ProfileMismatch, describe_differences, differences, env_name,
                                             profile_hash)
@@ -81,43 +80,23 @@ def governing_profile(rec: dict) -> tuple[bool, str | None, dict | None]:
     return False, None, None
 
 
-def _backwards(c: Consumer, topic: str, partition: int, low: int, high: int) -> Iterator[dict]:
+def _backwards(r: LogReader, topic: str, partition: int, low: int, high: int) -> Iterator[dict]:
     """The partition's records, newest first, read in growing windows from the end."""
     end, window = high, FIRST_WINDOW
     while end > low:
         start = max(low, end - window)
-        c.assign([TopicPartition(topic, partition, start)])
-        chunk: list[dict] = []
-        last = start - 1
-        while last < end - 1:
-            # consume() waits until it has num_messages or the time-out: ask for what is left
-            msgs = c.consume(num_messages=max(1, min(1000, end - 1 - last)), timeout=2.0)
-            if not msgs:
-                break   # nothing more arrives (e.g. a gap at the end): what was read is all there is
-            for m in msgs:
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        last = end - 1
-                    continue
-                if m.offset() >= end:
-                    last = end - 1
-                    break
-                last = m.offset()
-                rec = _peek(m.value())
-                if rec is not None:
-                    chunk.append(rec)
-        c.unassign()
+        chunk = [rec for m in r.records({(topic, partition): (start, end)}) if (rec := _peek(m.value())) is not None]
         yield from reversed(chunk)
         end, window = start, window * 4
 
 
-def read_partition(c: Consumer, topic: str, partition: int, low: int, high: int,
+def read_partition(r: LogReader, topic: str, partition: int, low: int, high: int,
                    resolve: set[str] | None = None) -> PartitionRules:
     """Which profile governs the partition; with `resolve`, read on until the full profile of each
     of those hashes (its rules.adopted) is found, or the partition's start."""
     found = PartitionRules(partition)
     governed = False
-    for rec in _backwards(c, topic, partition, low, high):
+    for rec in _backwards(r, topic, partition, low, high):
         counts, profile, full = governing_profile(rec)
         if not counts:
             continue
@@ -132,24 +111,9 @@ def read_partition(c: Consumer, topic: str, partition: int, low: int, high: int,
     return found
 
 
-def _consumer(settings: Settings) -> Consumer:
-    return Consumer({**kafka_config(settings, WORKER),
-                     # assign() only, never committed; a `<ns>.` group, which the worker's ACLs allow
-                     "group.id": f"{settings.namespace}.rules-gate",
-                     "enable.auto.commit": False, "enable.partition.eof": True,
-                     "auto.offset.reset": "earliest"})
-
-
-def _watermarks(c: Consumer, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
-    """(low, high) of a partition; retried while a just-created topic's partition has no leader yet."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+def _reader(settings: Settings) -> LogReader:
+    # assign() only, never committed; a `<ns>.` group, which the worker's ACLs allow
+    return LogReader(kafka_config(settings, WORKER), group_id=f"{settings.namespace}.rules-gate", idle_timeout_s=30.0)
 
 
 def check_profile(settings: Settings, profile: dict, keys: KeyRing, *, rollover: bool = False,
@@ -157,12 +121,10 @@ def check_profile(settings: Settings, profile: dict, keys: KeyRing, *, rollover:
     """Refuse (ProfileMismatch) or adopt `profile` on every partition of the memory topic."""
     topic = settings.topic("memory")
     mine = profile_hash(profile)
-    c = _consumer(settings)
-    try:
-        meta = c.list_topics(topic, timeout=10).topics.get(topic)
-        parts = sorted(meta.partitions) if meta is not None and meta.error is None else []
-        marks = {p: _watermarks(c, topic, p) for p in parts}
-        found = {p: read_partition(c, topic, p, *marks[p]) for p in parts}
+    with _reader(settings) as r:
+        # (low, high) per partition; waited for while a just-created topic's partition has no leader yet
+        marks = {p: r.watermarks((topic, p), timeout=10, wait_s=30) for p in r.partitions(topic)}
+        found = {p: read_partition(r, topic, p, *marks[p]) for p in marks}
         others: dict[str, list[int]] = {}
         for p, f in found.items():
             if f.governing is not None and f.governing != mine:
@@ -171,13 +133,11 @@ def check_profile(settings: Settings, profile: dict, keys: KeyRing, *, rollover:
             known: dict[str, dict] = {}
             for h, ps in others.items():   # the full profile of each: its rules.adopted, further back
                 for p in ps:
-                    more = read_partition(c, topic, p, *marks[p], resolve={h})
+                    more = read_partition(r, topic, p, *marks[p], resolve={h})
                     if h in more.profiles:
                         known[h] = more.profiles[h]
                         break
             raise ProfileMismatch(_refusal(topic, mine, profile, others, known))
-    finally:
-        c.close()
     todo = {p: f.governing for p, f in found.items() if f.governing != mine}
     if todo:
         _adopt(settings, topic, mine, profile, todo, keys, worker, rollover)

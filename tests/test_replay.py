@@ -83,12 +83,9 @@ def build_live(ns, keys, names=PROJECTORS) -> None:
 
 
 def log_total(ns, topics=("turns", "tasks", "facts", "memory")) -> int:
-    from replay.engine import consumer, log_ends
-    c = consumer(kafka_config(ns, ADMIN))
-    try:
-        return sum(log_ends(c, {ns.topic(t) for t in topics}).values())
-    finally:
-        c.close()
+    from replay.engine import reader
+    with reader(kafka_config(ns, ADMIN)) as r:
+        return sum(r.ends({ns.topic(t) for t in topics}).values())
 
 
 def shadow_progress(ns) -> int:

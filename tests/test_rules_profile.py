@@ -33,15 +33,10 @@ def _private(tag: str) -> Settings:
 
 
 def _governing(s: Settings) -> dict[int, str | None]:
-    from confluent_kafka import TopicPartition
-    from streams.rules_gate import _consumer, read_partition
-    c = _consumer(s)
-    try:
+    from streams.rules_gate import _reader, read_partition
+    with _reader(s) as r:
         topic = s.topic("memory")
-        return {p: read_partition(c, topic, p, *c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)).governing
-                for p in range(s.partitions)}
-    finally:
-        c.close()
+        return {p: read_partition(r, topic, p, *r.watermarks((topic, p))).governing for p in range(s.partitions)}
 
 
 @pytest.mark.stack
@@ -130,10 +125,9 @@ def test_the_pipelines_decisions_carry_its_profile_and_a_worker_under_other_rule
     """The shared namespace: its memory worker's decisions carry the hash; a second memory worker
     with another dedup threshold refuses to join the same group (and leaves it undisturbed)."""
     import subprocess
-    from confluent_kafka import TopicPartition
     from memstream.app.workers import worker_command, worker_env
     from streams.routing import partition_of
-    from streams.rules_gate import _backwards, _consumer
+    from streams.rules_gate import _backwards, _reader
     from tests.helpers import unique_user, wait_for
     mine = rules_hash(Rules.from_settings(settings))
     user = unique_user("prov")
@@ -141,12 +135,9 @@ def test_the_pipelines_decisions_carry_its_profile_and_a_worker_under_other_rule
     topic, p = settings.topic("memory"), partition_of(user.encode(), settings.partitions)
 
     def decisions():
-        c = _consumer(settings)
-        try:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            return [r for r in _backwards(c, topic, p, low, high) if r.get("user") == user]
-        finally:
-            c.close()
+        with _reader(settings) as reader:
+            low, high = reader.watermarks((topic, p))
+            return [r for r in _backwards(reader, topic, p, low, high) if r.get("user") == user]
     found = wait_for(lambda: [r for r in decisions() if r["type"] == "memory.created"], timeout=90,
                      what="the user's memory.created")
     assert {r["data"]["rules_profile"] for r in decisions()} == {mine}
