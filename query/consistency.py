@@ -9,6 +9,7 @@ from psycopg import sql
 from memstream import watermarks
 from memstream.bus import Position
 from memstream.errors import Timeout
+from memstream.resilience import Backoff
 from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
@@ -71,14 +72,14 @@ async def wait_until_applied_async(models: ReadModels, token: str, projectors: t
                                    timeout: float = 5.0) -> float:
     """wait_until_applied for an event loop (the API): each look at a position is a short call in a
     worker thread, the waiting between looks is asyncio's, so a thousand waiting requests hold no
-    thread and a shutdown cancels them. Polls back off from 5 ms to 100 ms."""
+    thread and a shutdown cancels them. Polls back off from 5 ms to 100 ms (the one retry policy,
+    memstream.resilience.Backoff)."""
     pos = Position.parse(token)
     started = time.monotonic()
-    pause = 0.005
+    backoff = Backoff(base=0.005, cap=0.1)
     for projector, topic, partition in _targets(pos, projectors):
         while await asyncio.to_thread(_stored, models, projector, topic, partition) <= pos.offset:
             if time.monotonic() - started > timeout:
                 raise Timeout(f"{projector} has not applied {token} after {timeout:.1f}s; retry later")
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.1)
+            await asyncio.sleep(backoff.next())
     return time.monotonic() - started
