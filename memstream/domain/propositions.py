@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from memstream.domain.ontology import PEOPLE_ZH
+
 _DIGEST = re.compile(r"^Conversation on \d{4}-\d{2}-\d{2}: ")
 # Dates the extraction writes into a content: ISO days, "May 2026", "2026年7月(3日)".
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{4}年\d{1,2}月(?:\d{1,2}日)?|(?:January|February|March|April|May|June|July|"
@@ -53,11 +55,10 @@ _VERBS_ZH = tuple(sorted((
 _NEG_ZH = ("不再", "没有", "不", "没", "别", "未")
 # 在 is a verb ("用户在北京") only when no other verb follows: mostly it is "at" ("在公司工作").
 _WEAK_VERBS_ZH = ("在",)
-# A third party named right after 用户 without 的 ("用户哥哥住在罗马").
-_RELATIONS_ZH = tuple(sorted((
-    "哥哥 姐姐 弟弟 妹妹 朋友 好友 妻子 丈夫 老公 老婆 太太 先生 儿子 女儿 孩子 父亲 母亲 爸爸 妈妈 父母 爷爷 "
-    "奶奶 外公 外婆 同事 老板 上司 男朋友 女朋友 男友 女友 室友 邻居 表哥 表姐 表弟 表妹 堂哥 堂姐 家人 同学 "
-    "老师 医生").split(), key=len, reverse=True))
+# A third party named after 用户 ("用户哥哥住在罗马", "用户的男朋友是医生"): the ontology's people words,
+# plus cousins it does not list.
+_RELATIONS_ZH = tuple(sorted(set(PEOPLE_ZH) | {"表哥", "表姐", "表弟", "表妹", "堂哥", "堂姐", "好友", "太太"},
+                             key=len, reverse=True))
 # Particles and measure words: left out of the object ("一辆车" → 车).
 _FILLER_ZH = frozenset("了的一个只辆位家条件张把种些台套双对头匹着过很也还最")
 
@@ -176,11 +177,12 @@ def _zh(text: str) -> Proposition | None:
     clause = re.split(r"[，,。！？!?；;：:]", text, maxsplit=1)[0]
     if not clause:
         return None
-    if clause.startswith("用户的"):
-        subject, rest = clause[:5], clause[5:]     # 用户的 + a two-character relation (妹妹, 朋友, 职位)
-    elif clause.startswith("用户"):
-        rel = next((r for r in _RELATIONS_ZH if clause.startswith(r, 2)), "")
-        subject, rest = ("用户的" + rel if rel else "用户"), clause[2 + len(rel):]
+    if clause.startswith("用户"):
+        of = 3 if clause.startswith("用户的") else 2
+        rel = next((r for r in _RELATIONS_ZH if clause.startswith(r, of)), "")
+        if not rel and of == 3:
+            rel = clause[3:5]                     # 用户的 + an attribute (职位, 生日) or another relation
+        subject, rest = ("用户的" + rel if rel else "用户"), clause[of + len(rel):]
     else:
         first = min(((clause.find(v), v) for v in _VERBS_ZH if clause.find(v) > 0), default=(min(2, len(clause)), ""),
                     key=_earliest_longest)
