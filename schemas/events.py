@@ -284,7 +284,8 @@ class MemorySummarized(DecisionData):
     TYPE = "memory.summarized"
     VERSION = 1
     SEALED = frozenset({"content"})
-    DESCRIPTION = "Progressive forgetting shortened an idle memory's content (extractive: first clause, truncated)."
+    DESCRIPTION = ("Progressive forgetting shortened an idle memory's content (extractive: its main clause with subject, "
+                   "verb and object, never cut; only subordinate detail past the budget is dropped).")
     memory_id: str
     content: str = Field(min_length=1)
     idle_days: float = Field(ge=0.0)
