@@ -326,9 +326,9 @@ class Settings(_Settings):
     # consolidation and forgetting (decided by the memory processor in event time)
     consolidation_every: int = Field(5, ge=0, group="rules", description="Run consolidation (merge/dedup over the working set, decay, expiry, progressive forgetting) after every N stores per user; 0 = off.")
     consolidation_sweep_max: int = Field(2000, ge=1, group="rules", description="Most memories one store-triggered consolidation ages (decay/expiry), round-robin over the user's ledger; a tick ages them all.")
-    decay_rate: float = Field(0.998, gt=0, le=1, group="rules", description="Daily decay: importance = base x rate^days since creation (or last reinforcement/merge), in event time.")
+    decay_rate: float = Field(0.998, gt=0, le=1, group="rules", description="Daily decay: importance = base x rate^days since creation (or last reinforcement or revival), in event time; a merged memory decays from the higher-standing parent (a merge is no re-statement).")
     decay_min_change: float = Field(0.01, ge=0, group="rules", description="Only importance changes of at least this much become memory.decayed events.")
-    expire_ttl_days: float = Field(365.0, ge=0, group="rules", description="Forgetting by kind: days since a memory was last stated (created, reinforced, merged, revived) after which, once its importance is also below expire_min_importance, it is archived — for every kind without its own TTL (fact, episodic, tool_failure); 0 = never. Archived memories keep their row and embedding, leave the working set and the default recall tier, and a recall that returns one revives it.")
+    expire_ttl_days: float = Field(365.0, ge=0, group="rules", description="Forgetting by kind: days since a memory was last stated (created, reinforced, revived; a merge keeps its parents' clock) after which, once its importance is also below expire_min_importance, it is archived — for every kind without its own TTL (fact, episodic, tool_failure); 0 = never. Archived memories keep their row and embedding, leave the working set and the default recall tier, and a recall that returns one revives it.")
     ttl_general_days: float = Field(7.0, ge=0, group="rules", description="TTL of small talk (category general), as expire_ttl_days; 0 = never.")
     ttl_preference_days: float = Field(365.0, ge=0, group="rules", description="TTL of preferences, as expire_ttl_days; 0 = never.")
     forget_keep_kinds: str = Field("identity,policy", group="rules", description="Comma-separated categories never archived by age or idleness (who the user is, constraints); their importance still decays.")
@@ -339,7 +339,7 @@ class Settings(_Settings):
     idle_factor: float = Field(0.8, gt=0, le=1, group="rules", description="Step 1 multiplies an idle memory's importance by this factor (undone by the next access).")
     idle_summarize_days: float = Field(365.0, ge=0, group="rules", description="Step 2: after this many idle days the content is summarised (memory.summarized); 0 = off.")
     idle_expire_days: float = Field(730.0, ge=0, group="rules", description="Step 3: after this many idle days a summarised memory is archived (memory.expired; unless graph-protected or of a kept kind); 0 = off.")
-    memory_summary_chars: int = Field(40, ge=8, group="rules", description="Most characters of a summarised memory's content (first clause, truncated).")
+    memory_summary_chars: int = Field(40, ge=8, group="rules", description="Budget of a summarised memory's content: its main clause (subject, main verb, object) is kept whole, subordinate detail past this many characters is dropped.")
 
     # -- recall ------------------------------------------------------------------------------------
     recall_w_similarity: float = Field(0.7, group="recall", description="Recall score weight of (rescaled) similarity.")

@@ -220,7 +220,8 @@ class MemoryCore:
             return
         if env.type == "memory.recalled":
             # refreshed access, and archived memories revived (memory.revived, caused by the recall)
-            decisions = recalled(state, env.data.memory_ids, env.time.timestamp(), env.data.archived_ids)
+            decisions = recalled(state, env.data.memory_ids, env.time.timestamp(), env.data.archived_ids,
+                                 env.data.scores)
             yield from self._out(env.user, decisions, env, env.correlation or env.id)
             changed = bool(decisions) or bool(state.ledger.dirty)
         else:  # memory.forgotten

@@ -18,13 +18,24 @@ episode covered, so no message is told twice. All decided at event time, never t
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memstream.domain.consolidation import summarize_content
-
 DONE_CAP = 64
 LINE_CHARS = 80
+_CLAUSE_END = re.compile(r"[。！？!?；;，,\n]|\.(?:\s|$)")
+
+
+def first_clause(text: str, max_chars: int) -> str:
+    """A chat line's first clause, truncated to max_chars (with "…"). Not a memory's forgetting
+    summary (consolidation.summarize_content keeps a fact's main clause): a transcript line is not
+    a statement about the user, and earlier session summaries were decided with this rule."""
+    m = _CLAUSE_END.search(text)
+    first = text[: m.start()].strip() if m and m.start() > 0 else text
+    if len(first) > max_chars:
+        first = first[: max_chars - 1].rstrip() + "…"
+    return first or text[:max_chars] or "…"
 
 
 @dataclass(slots=True)
@@ -82,7 +93,7 @@ def as_text(previous: str | None, older: list[list[Any]]) -> str:
 
 def extractive_summary(previous: str | None, older: list[list[Any]], max_chars: int) -> str:
     """No LLM: the previous summary plus each message's first clause; the newest part kept when long."""
-    lines = [f"{m[2]}: {summarize_content(m[3], LINE_CHARS)}" for m in older]
+    lines = [f"{m[2]}: {first_clause(m[3], LINE_CHARS)}" for m in older]
     text = " / ".join(([previous] if previous else []) + lines)
     if len(text) > max_chars:
         text = "…" + text[-(max_chars - 1):]
