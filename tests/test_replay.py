@@ -383,12 +383,14 @@ def decided(settings):
         for u in range(4):
             user, at = f"wi-{u}", t0 + timedelta(minutes=u)
             a = basis(4 * u, dim)
-            plan = [("tea in the morning", a, None, None), ("tea, most mornings", rot(a, basis(4 * u + 1, dim), 20), None, None),
-                    ("morning tea again", rot(a, basis(4 * u + 2, dim), 15), None, None),
+            # restatements of one proposition each (consolidation merges only the same proposition)
+            plan = [("User drinks tea in the morning", a, None, None),
+                    ("User drinks tea most mornings", rot(a, basis(4 * u + 1, dim), 20), None, None),
+                    ("User drinks tea every morning again", rot(a, basis(4 * u + 2, dim), 15), None, None),
                     (f"lives in city {u}", basis(40 + u, dim), "location", f"city-{u}"),
-                    ("plays chess", basis(60 + u, dim), None, None),
+                    ("User plays chess", basis(60 + u, dim), None, None),
                     (f"moved to town {u}", basis(80 + u, dim), "location", f"town-{u}"),
-                    ("chess on sundays", rot(basis(60 + u, dim), basis(100 + u, dim), 22), None, None)]
+                    ("User plays chess on Sundays", rot(basis(60 + u, dim), basis(100 + u, dim), 22), None, None)]
             for i, (content, vec, key, value) in enumerate(plan):
                 publish_fact(live, keys, user, at + timedelta(days=i), content, vec, importance=0.5 + 0.05 * i,
                              key=key, value=value)
