@@ -170,31 +170,21 @@ class FetchedRecord:
 
 def fetch_range(kafka: dict, topic: str, partition: int, start: int, end: int,
                 timeout: float = 15.0) -> list[FetchedRecord]:
-    """Records [start, end) of one partition, read with a group-less consumer of our own (blocking)."""
-    from confluent_kafka import KafkaError, TopicPartition
-    from confluent_kafka import Consumer as KafkaConsumer
-    c = KafkaConsumer({**kafka, "group.id": "memstream-offset-guard",   # kafka: the app's kafka_auth.kafka_config
-                       "enable.auto.commit": False, "enable.partition.eof": True})
+    """Records [start, end) of one partition, read with the one bounded reader (memstream/bus.py
+    LogReader) under a group of our own. A read cut short (the broker not answering within
+    `timeout`) returns what it read: the healer checks the hole again on its next round."""
+    from memstream.bus import LogReader, LogReadError
     out: list[FetchedRecord] = []
     try:
-        c.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            if m.offset() >= end:
-                break
-            ts_type, ts = m.timestamp()
-            out.append(FetchedRecord(m.topic(), m.partition(), m.offset(), ts if ts_type else None, max(ts_type - 1, 0),
-                                     list(m.headers() or []), m.key(), m.value()))
-        return out
-    finally:
-        c.close()
+        with LogReader(kafka, group_id="memstream-offset-guard", idle_timeout_s=timeout) as reader:
+            for m in reader.records({(topic, partition): (start, end)}, timeout_s=timeout):
+                ts_type, ts = m.timestamp()
+                out.append(FetchedRecord(m.topic(), m.partition(), m.offset(), ts if ts_type else None,
+                                         max(ts_type - 1, 0), list(m.headers() or []), m.key(), m.value()))
+    except LogReadError as e:
+        log.warning("offset guard: reading %s[%d] %d..%d stopped after %d records: %s",
+                    topic, partition, start, end, len(out), e)
+    return out
 
 
 class OffsetHealer:
