@@ -235,3 +235,24 @@ def test_the_users_own_facts_rank_above_a_third_partys_unless_the_question_names
     plain = recall(models, RecallRequest(user, "Where does the user live?", k=3, expand=False),
                    weights=replace(weights_from(settings), third_party=1.0))
     assert not any(h.why.get("third_party") for h in plain)
+
+
+def test_a_keyed_memory_stating_another_value_than_its_slot_is_never_recalled_as_current(settings, keys, pipeline, models):
+    """Law 8 on rows an older version left active (decided before the slot superseded): recall and
+    profile serve the slot's current value only, whatever the memory's status says."""
+    import psycopg
+    from psycopg import sql as pgsql
+    t0 = datetime.now(timezone.utc) - timedelta(days=2)
+    user = seeded(settings, keys, [
+        {"content": "User works as a software engineer", "category": "identity", "key": "occupation",
+         "value": "software engineer", "importance": 0.8, "at": t0},
+        {"content": "User works as a product manager", "category": "identity", "key": "occupation",
+         "value": "product manager", "importance": 0.6, "at": t0 + timedelta(days=1)},
+    ], prefix="legacy")
+    old = next(m for m in memories(settings, user) if m["value"] == "software engineer")
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:   # as an older projection left it
+        conn.execute(pgsql.SQL("UPDATE {}.memory_items SET status = 'active', superseded_by = NULL WHERE memory_id = %s")
+                     .format(pgsql.Identifier(settings.namespace)), (old["memory_id"],))
+    hits = recall(models, RecallRequest(user, "What does the user work as?", k=5, expand=False))
+    assert [h.content for h in hits] == ["User works as a product manager"]
+    assert [m["content"] for m in profile(models, user)["identity"]] == ["User works as a product manager"]
