@@ -75,6 +75,16 @@ ALTER TABLE {s}.preference_history ADD COLUMN IF NOT EXISTS memory_id text;
 -- users who hold at least vector_index_min_rows rows. Smaller users are served by the btree on
 -- (user_id, created_at) and an exact sort, so their memories never pay an HNSW insert.
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS ann boolean NOT NULL DEFAULT false;
+-- scoping (issue 25): the agent and run a memory came from, and the caller's flat metadata
+-- (schemas/limits.py), filtered in SQL by the memories list (projections/memory_filters.py)
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS agent_id text;
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS run_id text;
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS metadata jsonb;
+CREATE INDEX IF NOT EXISTS memory_items_user_agent ON {s}.memory_items (user_id, agent_id);
+CREATE INDEX IF NOT EXISTS memory_items_user_run ON {s}.memory_items (user_id, run_id);
+CREATE INDEX IF NOT EXISTS memory_items_metadata ON {s}.memory_items USING gin (metadata jsonb_path_ops);
+-- the list's stable order and cursor: (created_at, memory_id) within a user
+CREATE INDEX IF NOT EXISTS memory_items_user_created_id ON {s}.memory_items (user_id, created_at, memory_id);
 -- memory.linked (FOLLOWS, SIMILAR_TO), each edge stored from both ends: recall's 1-hop expansion
 -- reads a memory's neighbours by its id in the same snapshot as its other reads, without a Neo4j
 -- round trip (the graph keeps the same edges for graph queries)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from memstream.config import Settings
 from memstream.domain.text import tokens
@@ -169,7 +170,8 @@ class MemoryItemsProjector(_PostgresProjector):
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
-        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann"], ["memory_id"]),
+        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann", "agent_id", "run_id",
+        "metadata"], ["memory_id"]),
         "memory_links": (["memory_id", "other_id", "kind", "user_id", "weight"], ["memory_id", "other_id", "kind"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede", "memory.decayed": "decay", "memory.merged": "merge",
@@ -181,7 +183,8 @@ class MemoryItemsProjector(_PostgresProjector):
     CREATE_COLUMNS = [("memory_id", "text"), ("user_id", "text"), ("key", "text"), ("value", "text"), ("content", "text"),
                       ("category", "text"), ("tags", "text[]"), ("slot_hint", "text"), ("importance", "float4"),
                       ("embedding", "vector"), ("session", "text"), ("fact_id", "text"), ("event_id", "text"),
-                      ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("terms", "text[]")]
+                      ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("terms", "text[]"),
+                      ("agent_id", "text"), ("run_id", "text"), ("metadata", "jsonb")]
     # Kinds written one statement per batch where log order allows (projections/batching.py). Each
     # writes the row of its own memory_id; reinforcement and supersession both set updated_at. A
     # link writes only memory_links, which no other grouped kind touches: it commutes with them all.
@@ -228,7 +231,8 @@ class MemoryItemsProjector(_PostgresProjector):
         pg.copy_rows(cur, "memory_items_in", self.CREATE_COLUMNS,
                      ((d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
                        d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
-                       i.event.time, i.event.time, sorted(set(tokens(d.content))))
+                       i.event.time, i.event.time, sorted(set(tokens(d.content))), d.agent_id, d.run_id,
+                       None if d.metadata is None else Jsonb(d.metadata))
                       for i in run for d in (i.event.data,)))
         cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.CREATE_COLUMNS)
         cur.execute(sql.SQL(

@@ -98,3 +98,40 @@ def audit_events(settings: Settings, user: str | None = None, memory_id: str | N
                            + " ORDER BY event_time, topic, partition, log_offset LIMIT %s", (*params, limit))
     return [{**{k: v for k, v in r.items() if k != "log_offset"}, "offset": r["log_offset"],
              "event_time": _iso(r["event_time"])} for r in rows]
+
+
+# -- memories as a resource (the HTTP API's /v1/users/{user}/memories; issue 25) -------------------
+
+MEMORY_COLUMNS = ("memory_id", "content", "category", "key", "value", "tags", "slot_hint", "importance", "status",
+                  "superseded_by", "merged_into", "access_count", "last_accessed_at", "session", "agent_id", "run_id",
+                  "metadata", "fact_id", "created_at", "updated_at")
+
+
+def list_memories(models, user: str, where: sql.Composable, params: list, after: tuple | None,
+                  limit: int) -> list[dict]:
+    """One page of the user's memory items, in (created_at, memory_id) order: `where` and `params`
+    from projections/memory_filters.py (compiled, parameterised), `after` the previous page's last
+    (created_at, memory_id). Reads limit + 1 rows, so the caller knows whether another page exists."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in MEMORY_COLUMNS)
+    query = sql.SQL("SELECT {c} FROM {s}.memory_items WHERE user_id = %s AND {w}{a} "
+                    "ORDER BY created_at, memory_id LIMIT %s").format(
+        c=cols, s=models.schema, w=where,
+        a=sql.SQL(" AND (created_at, memory_id) > (%s, %s)") if after else sql.SQL(""))
+    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        try:
+            cur.execute(query, (user, *params, *(after or ()), limit + 1))
+        except psycopg.errors.UndefinedTable:
+            return []
+        return cur.fetchall()
+
+
+def get_memory(models, user: str, memory_id: str) -> dict | None:
+    """One memory item of the user, or None (none, or another user's: memory ids are global)."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in MEMORY_COLUMNS)
+    with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        try:
+            cur.execute(sql.SQL("SELECT {c} FROM {s}.memory_items WHERE user_id = %s AND memory_id = %s").format(
+                c=cols, s=models.schema), (user, memory_id))
+        except psycopg.errors.UndefinedTable:
+            return None
+        return cur.fetchone()

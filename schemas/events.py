@@ -15,11 +15,13 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.limits import Label, SessionId, TaskId, Text
+from schemas.limits import AgentId, Label, Metadata, RunId, SessionId, TaskId, Text
 
 Role = Literal["user", "assistant", "system", "tool"]
 Category = Literal["identity", "preference", "fact", "episodic", "tool_failure", "policy", "general"]
 Channel = Literal["rule", "llm"]
+# A fact's channel: the two extractors, or `stated` (memory.stated: kept as the caller stated it).
+FactChannel = Literal["rule", "llm", "stated"]
 
 
 class EventData(BaseModel):
@@ -55,12 +57,36 @@ class TurnRecordedV1(EventData):
 class TurnRecorded(EventData):
     TYPE = "turn.recorded"
     VERSION = 2
-    SEALED = frozenset({"content"})
-    DESCRIPTION = "A conversation turn an agent saw or said."
+    SEALED = frozenset({"content", "metadata"})
+    DESCRIPTION = ("A conversation turn an agent saw or said (optionally scoped by agent_id and run_id, with "
+                   "flat metadata that the facts and memories made from it carry).")
     session: SessionId
     task: TaskId | None = None
     role: Role
     content: Text
+    # Scoping (issue 25), additive and optional: which agent and which run it belongs to, and a
+    # caller's flat metadata (schemas/limits.py; sealed with the content, it may be personal).
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    metadata: Metadata | None = None
+
+
+class MemoryStated(EventData):
+    TYPE = "memory.stated"
+    VERSION = 1
+    SEALED = frozenset({"content", "metadata"})
+    DESCRIPTION = ("A caller stated a memory directly, to be kept as stated (POST /v1/memories with infer=false): the "
+                   "extractor turns it into exactly one fact.extracted (channel `stated`, content as given, embedded "
+                   "there), which the memory processor decides like any fact (dedup, conflicts, supersession).")
+    content: Text = Field(min_length=1)
+    category: Category | None = None
+    importance: float | None = Field(None, ge=0.0, le=1.0)
+    session: SessionId | None = None
+    # Scoping (issue 25), additive and optional: which agent and which run it belongs to, and a
+    # caller's flat metadata (schemas/limits.py; sealed with the content, it may be personal).
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    metadata: Metadata | None = None
 
 
 # -- tasks topic ----------------------------------------------------------------------------
@@ -100,12 +126,13 @@ class TaskFinished(EventData):
 class FactExtracted(EventData):
     TYPE = "fact.extracted"
     VERSION = 1
-    SEALED = frozenset({"key", "value", "content", "tags", "embedding"})
-    DESCRIPTION = "A fact extracted from a turn, with its embedding computed once, here."
+    SEALED = frozenset({"key", "value", "content", "tags", "embedding", "metadata"})
+    DESCRIPTION = ("A fact extracted from a turn (or stated directly: memory.stated, channel `stated`), with its "
+                   "embedding computed once, here; it carries its source's agent_id, run_id and metadata.")
     fact_id: str
     source_turn: str
     session: str | None = None
-    channel: Channel
+    channel: FactChannel
     rule: str | None = None
     model: str | None = None
     key: str | None = None
@@ -120,6 +147,11 @@ class FactExtracted(EventData):
     # The date the fact's happening resolves to, when the turn named one relative to its own time
     # ("last week" → ISO date of that week; memstream/domain/text.py relative_dates). Additive, optional.
     event_date: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
+    # Scoping (issue 25), additive and optional: which agent and which run it belongs to, and a
+    # caller's flat metadata (schemas/limits.py; sealed with the content, it may be personal).
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    metadata: Metadata | None = None
 
 
 # -- memory topic ---------------------------------------------------------------------------
@@ -127,8 +159,9 @@ class FactExtracted(EventData):
 class MemoryCreated(DecisionData):
     TYPE = "memory.created"
     VERSION = 1
-    SEALED = frozenset({"key", "value", "content", "tags", "embedding"})
-    DESCRIPTION = "The memory processor decided a fact becomes a new long-term memory."
+    SEALED = frozenset({"key", "value", "content", "tags", "embedding", "metadata"})
+    DESCRIPTION = ("The memory processor decided a fact becomes a new long-term memory (with the fact's agent_id, "
+                   "run_id and metadata).")
     memory_id: str
     fact_id: str
     session: str | None = None
@@ -140,6 +173,11 @@ class MemoryCreated(DecisionData):
     slot_hint: str | None = None
     importance: float = Field(ge=0.0, le=1.0)
     embedding: list[float]
+    # Scoping (issue 25), additive and optional: which agent and which run it belongs to, and a
+    # caller's flat metadata (schemas/limits.py; sealed with the content, it may be personal).
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    metadata: Metadata | None = None
 
 
 class MemoryReinforced(DecisionData):
@@ -371,7 +409,7 @@ class RulesAdopted(EventData):
 
 
 ALL_EVENTS: tuple[type[EventData], ...] = (
-    TurnRecordedV1, TurnRecorded, TaskStarted, StepObserved, TaskFinished,
+    TurnRecordedV1, TurnRecorded, MemoryStated, TaskStarted, StepObserved, TaskFinished,
     FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
     DecayTicked, MemoryDecayed, MemoryMerged, MemoryDeduped, MemoryExpired, MemorySummarized, MemoryRecalled,
     MemoryForgotten, UserForgotten, SessionSummarized, MemoryRevived, RulesAdopted,

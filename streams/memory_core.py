@@ -28,7 +28,7 @@ What it reads (`on_fact`, `on_control`):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -43,7 +43,7 @@ from memstream.domain.rules_profile import rules_hash
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
-from schemas.events import DecisionData
+from schemas.events import DecisionData, MemoryCreated
 
 PRODUCER = "memory-processor/1"
 # Memory-topic events the processor acts on (everything else there is its own output).
@@ -92,6 +92,17 @@ class Outgoing:
     envelope: Envelope
     partition: int | None = None
     continuation: bool = False   # a tick continuation: what-if reads the live one from the log instead
+
+
+def scoped(decisions: list[Decision], fact) -> list[Decision]:
+    """The fact's scope (agent_id, run_id, metadata: issue 25) on the memory it creates. Here, not
+    in the pure rules: the scope decides nothing, it only travels with the memory (and a decision
+    re-emitted from the applied window after a crash gets it the same way)."""
+    scope = {k: getattr(fact, k, None) for k in ("agent_id", "run_id", "metadata")}
+    if not any(v is not None for v in scope.values()):
+        return decisions
+    return [replace(d, data=d.data.model_copy(update=scope))
+            if isinstance(d.data, MemoryCreated) and d.data.fact_id == fact.fact_id else d for d in decisions]
 
 
 class MemoryCore:
@@ -188,6 +199,7 @@ class MemoryCore:
         # 1. Decide from the user's state (pure; the event's own time, never the clock).
         state, decisions = decide(state, fact.data, self.rules, lambda tag: derived_id(fact.id, tag),
                                   at=fact.time.timestamp(), consolidate=False)
+        decisions = scoped(decisions, fact.data)
         # 2. The decisions go out before the state is saved (see the module's docstring).
         yield from self._out(fact.user, decisions, fact, fact.correlation)
         # 3. Every N stores, consolidation — after the fact's own decisions, so the fact is never

@@ -12,5 +12,5 @@ def test_json_schema_files_match_the_models():
     on_disk = {p.name: p.read_bytes() for p in JSON_DIR.glob("*.json")}
     assert on_disk == files, "schemas/json is stale: run `memstream schemas export`"
     fact = orjson.loads(files["fact.extracted.v1.json"])
-    assert fact["x-sealed"] == ["content", "embedding", "key", "tags", "value"]
+    assert fact["x-sealed"] == ["content", "embedding", "key", "metadata", "tags", "value"]
     assert fact["properties"]["embedding"]["x-sealed"] is True
