@@ -457,7 +457,7 @@ def dead_letter_body(raw: bytes | None) -> dict:
 
 
 def read_dead_letters(settings: Settings, principal: Principal, *, last: int | None = None,
-                      group_id: str | None = None, idle_timeout_s: float = 5.0, timeout_s: float | None = None,
+                      group_id: str | None = None, idle_timeout_s: float = 30.0, timeout_s: float | None = None,
                       **extra) -> Iterator[tuple[Message, dict]]:
     """The one dead-letter reader (the operator view, the console, the tests): (record, body) for
     the dead letters in the namespace's dead-letter topic up to its end now — every one, or each

@@ -212,7 +212,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
     q = np.asarray(req.query_embedding if req.query_embedding is not None else models.embed_query(req.query),
                    dtype=np.float32)
     where, params = _filters(req, now)
-    # law 8: a keyed memory that states another value than its slot's current one is history, never
+    # law 8 (docs/concepts.md#laws): a keyed memory that states another value than its slot's current one is history, never
     # recalled as current, even where no memory.superseded was recorded for it (memories decided
     # before the slot superseded; profile.py applies the same rule) — one primary-key probe a row
     where = where + models.q(" AND NOT EXISTS (SELECT 1 FROM {s}.preferences p WHERE p.user_id = memory_items.user_id "

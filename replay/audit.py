@@ -91,7 +91,9 @@ class _Reader:
         if env.erased:
             return ERASED
         data = env.data.model_dump()
-        return {k: data[k] for k in sorted(cls.SEALED) if k != "embedding" and k in data}
+        # (an unset optional field, e.g. no metadata, is not shown: it was not on the wire either)
+        return {k: data[k] for k in sorted(cls.SEALED) if k != "embedding" and k in data
+                and not (data[k] is None and k in cls.OMITTED_WHEN_NONE)}
 
     def describe(self, row: dict) -> dict:
         out = {**row, "data": self.clear(row)}

@@ -148,7 +148,7 @@ def make_envelope(data: _E, *, user: str, time: datetime | None = None, id: str 
 def encode(env: Envelope[EventData], keys: KeyRing) -> bytes:
     data = env.data
     assert data is not None, "cannot encode an erased event"
-    full = data.model_dump(mode="json")
+    full = {k: v for k, v in data.model_dump(mode="json").items() if v is not None or k not in data.OMITTED_WHEN_NONE}
     clear = {k: v for k, v in full.items() if k not in data.SEALED}
     record: dict[str, Any] = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
                     "time": env.time, "causation": env.causation,
@@ -160,7 +160,7 @@ def encode(env: Envelope[EventData], keys: KeyRing) -> bytes:
         record["auth"] = {"kid": kid, "mac": control_mac(key, clear_envelope(
             env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation, env.producer, clear))}
     if data.SEALED:
-        personal = {k: full[k] for k in data.SEALED}
+        personal = {k: full[k] for k in data.SEALED if k in full}
         for name in VECTOR_FIELDS & personal.keys():
             personal[name] = _pack_vector(personal[name])
         kid, aead = keys.key_for_write(env.user)

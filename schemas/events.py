@@ -30,6 +30,10 @@ class EventData(BaseModel):
     TYPE: ClassVar[str]
     VERSION: ClassVar[int]
     SEALED: ClassVar[frozenset[str]] = frozenset()
+    # Optional fields left off the wire while unset (codec.encode): an event that does not use them
+    # keeps exactly the shape it had before they were added, so a reader one version behind (its
+    # schema forbids unknown fields) still reads every event that does not need the new ones.
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
     DESCRIPTION: ClassVar[str] = ""
 
 
@@ -40,6 +44,10 @@ class DecisionData(EventData):
     rules_profile: str | None = Field(None, pattern=r"^[0-9a-f]{12}$", description=(
         "Hash of the rules profile (the settings that change decisions) this decision was made under; "
         "the full profile is in the `rules.adopted` event of that hash. Absent on decisions written before 2026-12."))
+
+
+# Scoping (issue 25): which agent and which run an event belongs to, and the caller's flat metadata.
+SCOPE_FIELDS = frozenset({"agent_id", "run_id", "metadata"})
 
 
 # -- turns topic ----------------------------------------------------------------------------
@@ -58,6 +66,7 @@ class TurnRecorded(EventData):
     TYPE = "turn.recorded"
     VERSION = 2
     SEALED = frozenset({"content", "metadata"})
+    OMITTED_WHEN_NONE = SCOPE_FIELDS
     DESCRIPTION = ("A conversation turn an agent saw or said (optionally scoped by agent_id and run_id, with "
                    "flat metadata that the facts and memories made from it carry).")
     session: SessionId
@@ -75,6 +84,7 @@ class MemoryStated(EventData):
     TYPE = "memory.stated"
     VERSION = 1
     SEALED = frozenset({"content", "metadata"})
+    OMITTED_WHEN_NONE = SCOPE_FIELDS
     DESCRIPTION = ("A caller stated a memory directly, to be kept as stated (POST /v1/memories with infer=false): the "
                    "extractor turns it into exactly one fact.extracted (channel `stated`, content as given, embedded "
                    "there), which the memory processor decides like any fact (dedup, conflicts, supersession).")
@@ -127,6 +137,7 @@ class FactExtracted(EventData):
     TYPE = "fact.extracted"
     VERSION = 1
     SEALED = frozenset({"key", "value", "content", "tags", "embedding", "metadata"})
+    OMITTED_WHEN_NONE = SCOPE_FIELDS
     DESCRIPTION = ("A fact extracted from a turn (or stated directly: memory.stated, channel `stated`), with its "
                    "embedding computed once, here; it carries its source's agent_id, run_id and metadata.")
     fact_id: str
@@ -160,6 +171,7 @@ class MemoryCreated(DecisionData):
     TYPE = "memory.created"
     VERSION = 1
     SEALED = frozenset({"key", "value", "content", "tags", "embedding", "metadata"})
+    OMITTED_WHEN_NONE = SCOPE_FIELDS
     DESCRIPTION = ("The memory processor decided a fact becomes a new long-term memory (with the fact's agent_id, "
                    "run_id and metadata).")
     memory_id: str
