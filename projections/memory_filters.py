@@ -19,15 +19,14 @@ and comparisons a fixed SQL/JSON path over `metadata -> key` with the value as a
 numbers compare as numbers, strings (ISO dates included) as text, mixed types never match (no error).
 The user's own rows are found first by the (user_id, …) btrees; nothing is filtered in Python.
 
-The cursor is opaque to callers: base64url of [created_at, memory_id] of the last row a page held;
-the list's order is (created_at, memory_id), stable under concurrent writes of newer rows.
+The cursor is opaque to callers: created_at (microseconds) and memory_id of the last row a page
+held; the list's order is (created_at, memory_id), stable under concurrent writes of newer rows.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import math
-from datetime import datetime
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -37,7 +36,7 @@ from psycopg.types.json import Jsonb
 from memstream.errors import InvalidInput
 from schemas.limits import METADATA_KEY_MAX_CHARS, check_content, check_id
 
-MAX_DEPTH = 4
+MAX_DEPTH = 6
 MAX_CONDITIONS = 32
 MAX_IN = 100
 TEXT_COLUMNS = ("status", "category", "agent_id", "run_id", "memory_id", "session")
@@ -57,9 +56,10 @@ class _Compiler:
         self.conditions = 0
 
     def node(self, f: Any, where: str, depth: int) -> sql.Composable:
-        if not isinstance(f, dict) or not f:
-            raise InvalidInput(f"{where}: a filter is a non-empty JSON object (a field condition, or 'and'/'or' "
-                               "with a list)")
+        if not isinstance(f, dict):
+            raise InvalidInput(f"{where}: a filter is a JSON object (a field condition, or 'and'/'or' with a list)")
+        if not f:
+            return TRUE   # {}: no condition (as in Mem0)
         if depth > MAX_DEPTH:
             raise InvalidInput(f"{where}: filters nest at most {MAX_DEPTH} levels deep")
         parts = []
@@ -213,20 +213,22 @@ def parse_time(v: Any, where: str) -> datetime:
 
 
 # -- the cursor ---------------------------------------------------------------------------------
+# "<created_at in microseconds since the epoch>.<memory_id>" of the last row a page held: any text of
+# this shape is a position in the (created_at, memory_id) order, so the pattern says exactly which
+# cursors exist (callers treat it as opaque).
+CURSOR_PATTERN = r"^[0-9]{1,16}\.[A-Za-z0-9_-]{1,200}$"
+_CURSOR = re.compile(CURSOR_PATTERN)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
 
 def encode_cursor(created_at: datetime, memory_id: str) -> str:
-    raw = orjson.dumps([created_at.isoformat(), memory_id])
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    micros = (created_at - _EPOCH) // timedelta(microseconds=1)
+    return f"{max(micros, 0)}.{memory_id}"
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """(created_at, memory_id) of a cursor a page returned; InvalidInput for anything else."""
-    bad = InvalidInput("cursor: not a cursor this API returned (pass `next_cursor` of the previous page as it is)")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, memory_id = orjson.loads(raw)
-        if not isinstance(created, str) or not isinstance(memory_id, str) or not memory_id:
-            raise bad
-        return parse_time(created, "cursor"), check_id(memory_id, "cursor")
-    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError, InvalidInput):
-        raise bad from None
+    """(created_at, memory_id) of a cursor; InvalidInput for text of another shape."""
+    if not isinstance(cursor, str) or not _CURSOR.match(cursor):
+        raise InvalidInput("cursor: not a cursor (pass `next_cursor` of the previous page as it is)")
+    micros, memory_id = cursor.split(".", 1)
+    return _EPOCH + timedelta(microseconds=int(micros)), memory_id

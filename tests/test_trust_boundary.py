@@ -186,11 +186,13 @@ def test_publishing_as_the_same_user_id_never_reaches_the_other_tenant(settings,
 # -- admin: forgetting and erasure over HTTP ---------------------------------------------------------
 
 def test_admin_routes_stay_within_the_tenant(settings, http, world):
-    """Forgetting a memory and erasing a user need the admin scope and reach only the key's tenant:
-    with the same user id in both tenants, acme's admin forgets and erases acme's user alone."""
+    """Deleting a memory needs memory:write (an agent's key honours "forget that"), erasing a user the
+    admin scope; both reach only the key's tenant: with the same user id in both tenants, acme's
+    keys delete and erase acme's user alone."""
     user = unique_user("adm")
     keys = world["keys"]
-    reader = bearer(make_key(settings, "acme", ["memory:read", "memory:write", "audit:read"]))
+    reader = bearer(make_key(settings, "acme", ["memory:read", "audit:read"]))
+    writer = bearer(make_key(settings, "acme", ["memory:read", "memory:write", "audit:read"]))
     memory = {}
     for tenant in TENANTS:
         pos = http.post("/v1/turns", headers=bearer(keys[tenant]), json={
@@ -199,15 +201,16 @@ def test_admin_routes_stay_within_the_tenant(settings, http, world):
             "user": user, "query": "where do I live", "after": tok, "wait_s": 20}).json(), timeout=120,
             what=f"{tenant}'s memory")[0]["memory_id"]
     forget_acme = f"/v1/users/{user}/memories/{memory['acme']}"
-    # 1. the admin scope, named
-    for method, path in (("DELETE", forget_acme), ("DELETE", f"/v1/users/{user}")):
-        resp = http.request(method, path, headers=reader)
-        assert resp.status_code == 403 and "admin" in resp.json()["error"], resp.text
+    # 1. the scope each needs, named: memory:write to delete a memory, admin to erase the user
+    for path, key, scope in ((forget_acme, reader, "memory:write"), (f"/v1/users/{user}/memories", reader,
+                             "memory:write"), (f"/v1/users/{user}", writer, "admin")):
+        resp = http.delete(path, headers=key)
+        assert resp.status_code == 403 and scope in resp.json()["error"], resp.text
     # 2. globex cannot forget acme's memory (the same user id, another tenant): as if it did not exist
     resp = http.delete(forget_acme, headers=bearer(keys["globex"]))
     assert resp.status_code == 404 and resp.json() == {"error": "not found"}
     # 3. acme forgets its own: the memory leaves acme's recall, globex's stays
-    resp = http.delete(forget_acme, headers=bearer(keys["acme"]), params={"reason": "user asked"})
+    resp = http.delete(forget_acme, headers=writer, params={"reason": "user asked"})
     assert resp.status_code == 202 and resp.json()["memory_ids"] == [memory["acme"]], resp.text
     recall = lambda t: http.post("/v1/recall", headers=bearer(keys[t]), json={  # noqa: E731
         "user": user, "query": "where do I live", "after": resp.json()["token"], "wait_s": 20}).json()
@@ -313,8 +316,11 @@ def test_schemathesis_two_tenants_no_5xx_no_foreign_canary(settings, world):
         for op in schema.get_all_operations():
             operation = op.ok()
             if (operation.method.upper(), operation.path) in (("POST", "/v1/turns"), ("POST", "/v1/steps"),
-                                                              ("DELETE", "/v1/users/{user}")):
-                continue  # random events stay off the log, and the shared user is not erased (both covered above)
+                                                              ("POST", "/v1/turns/batch"), ("POST", "/v1/memories"),
+                                                              ("DELETE", "/v1/users/{user}"),
+                                                              ("DELETE", "/v1/users/{user}/memories")):
+                continue  # random events stay off the log, and the shared user is not erased or forgotten
+                # (publishing and deleting are covered above and in tests/test_memories_api.py)
 
             @hsettings(max_examples=12, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                        suppress_health_check=list(HealthCheck))
@@ -328,8 +334,12 @@ def test_schemathesis_two_tenants_no_5xx_no_foreign_canary(settings, world):
                         case.body["user"] = world["user"]
                     if case.path_parameters and "memory_id" in case.path_parameters:
                         case.path_parameters["memory_id"] = world["memories"][other(tenant)][0]
-                        if send(case, tenant).status_code not in (404, 422):
-                            failures.append(f"{case.formatted_path} as {tenant}: the other tenant's memory answered")
+                        answer = send(case, tenant)
+                        # 409/422/503: a bad `after` or parameter is refused (or waited on) before the memory is
+                        # looked up; none of them says anything of it
+                        if answer.status_code not in (404, 409, 422, 503) or world["memories"][other(tenant)][0] in answer.text:
+                            failures.append(f"{case.formatted_path} as {tenant}: the other tenant's memory answered "
+                                            f"{answer.status_code} {answer.text[:200]}")
                     else:
                         send(case, tenant)
             run()

@@ -30,19 +30,22 @@ from fastapi import Depends, FastAPI, Path, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer,
+                      create_model, model_validator)
 from starlette.exceptions import HTTPException
 
 from memstream.config import Settings, get_settings
 from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotAuthenticated, PositionPastEnd, Timeout,
                               UserErased)
 from memstream.privacy.tenants import NotYours, Principal
-from memstream.services import audit, context, erase, forget, profile, recall, remember, short_term
+from memstream.services import audit, context, erase, forget, memories, profile, recall, remember, short_term
 from memstream.services.access import authenticate
 from memstream.services.backend import Backend
+from memstream.services.memories import CURSOR_PATTERN
 from memstream.services.read_your_writes import log_topics as namespace_topics
-from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, Label, SessionId, TaskId, Text, UserId, check_content,
-                            check_event_time, check_id)
+from schemas.events import Category
+from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, AgentId, Label, Metadata, RunId, SessionId, TaskId, Text,
+                            UserId, check_content, check_event_time, check_id)
 
 log = logging.getLogger("memstream.api")
 
@@ -80,6 +83,13 @@ Tag = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pat
                 AfterValidator(lambda v: check_id(v, "tag"))]
 
 
+# Floats in answers, rounded: a real column read back is float32 noise (0.699999988079071 → 0.7).
+Rounded = Annotated[float, PlainSerializer(lambda v: round(v, 6), return_type=float)]
+MemoryIdParam = Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
+BATCH_MAX = 100
+CursorDoc = "`next_cursor` of the previous page (the next page starts after it)."
+
+
 class ErrorOut(BaseModel):
     error: str = Field(description="What is wrong, in one line; never internals.")
     problems: list[str] | None = Field(None, description="Validation problems, one per field: `field: message`.")
@@ -105,6 +115,185 @@ class TurnIn(BaseModel):
     task: TaskId | None = None
     at: IsoTime | None = Field(None, description="Event time (default: now); the past is allowed (back-fill), "
                                                  "the future only within MEMSTREAM_MAX_FUTURE_SKEW_S.")
+    agent_id: AgentId | None = Field(None, description="The agent the turn belongs to (carried to its memories).")
+    run_id: RunId | None = Field(None, description="The run the turn belongs to (carried to its memories).")
+    metadata: Metadata | None = Field(None, description="Flat metadata carried to its memories: at most 16 keys of "
+                                                        "1-64 characters, values strings, numbers or booleans, at "
+                                                        "most 2048 bytes as JSON.")
+
+
+class TurnBatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    turns: list[TurnIn] = Field(min_length=1, max_length=BATCH_MAX)
+
+
+class PositionsOut(BaseModel):
+    positions: list[Position] = Field(description="One per item, in the order given.")
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant", "system", "tool"] = "user"
+    content: Text = Field(min_length=1)
+
+
+class MemoryAddIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: ApiUserId
+    content: Text | None = Field(None, min_length=1, description="One memory's text (or `messages`).")
+    messages: list[MessageIn] | None = Field(None, min_length=1, max_length=BATCH_MAX,
+                                             description=f"Several messages, in order (at most {BATCH_MAX}).")
+    infer: bool = Field(True, description="true: extract from the text as from a user turn; false: keep each text "
+                                          "as stated (one memory each, deduplicated and checked for conflicts).")
+    category: Category | None = Field(None, description="infer=false only: the memory's category (default: "
+                                                         "classified by the rules).")
+    importance: float | None = Field(None, ge=0.0, le=1.0, description="infer=false only (default 0.6, or the "
+                                                                          "rule's importance for a slot).")
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
+    metadata: Metadata | None = Field(None, description=TurnIn.model_fields["metadata"].description)
+    session: SessionId | None = Field(None, description=f"The session (default `{memories.ADD_SESSION}`).")
+    at: IsoTime | None = Field(None, description="Event time (default: now).")
+
+    @model_validator(mode="after")
+    def _one_text(self):
+        if (self.content is None) == (self.messages is None):
+            raise ValueError("give exactly one of `content` and `messages`")
+        if self.infer and (self.category is not None or self.importance is not None):
+            raise ValueError("`category` and `importance` apply to infer=false (kept as stated); with infer=true "
+                             "extraction decides them")
+        return self
+
+
+# -- the filter language of POST /v1/memories/search (projections/memory_filters.py compiles it) ------
+FilterText = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ID_PATTERN}),
+                       AfterValidator(lambda v: check_id(v, "value"))]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+MetaScalar = Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN}),
+                       AfterValidator(lambda v: check_content(v, "value"))] | bool | Finite
+_OPS_DOC = {"minProperties": 1}
+
+
+class TextOps(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
+    eq: FilterText | None = None
+    ne: FilterText | None = None
+    in_: list[FilterText] | None = Field(None, alias="in", min_length=1, max_length=100)
+    nin: list[FilterText] | None = Field(None, min_length=1, max_length=100)
+
+
+class NumberOps(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
+    eq: Finite | None = None
+    ne: Finite | None = None
+    in_: list[Finite] | None = Field(None, alias="in", min_length=1, max_length=100)
+    nin: list[Finite] | None = Field(None, min_length=1, max_length=100)
+    gt: Finite | None = None
+    gte: Finite | None = None
+    lt: Finite | None = None
+    lte: Finite | None = None
+
+
+class TimeOps(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
+    eq: IsoTime | None = None
+    ne: IsoTime | None = None
+    gt: IsoTime | None = None
+    gte: IsoTime | None = None
+    lt: IsoTime | None = None
+    lte: IsoTime | None = None
+
+
+class MetaOps(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
+    eq: MetaScalar | None = None
+    ne: MetaScalar | None = None
+    in_: list[MetaScalar] | None = Field(None, alias="in", min_length=1, max_length=100)
+    nin: list[MetaScalar] | None = Field(None, min_length=1, max_length=100)
+    gt: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
+    gte: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
+    lt: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
+    lte: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
+
+
+MetaKey = Annotated[str, Field(min_length=1, max_length=64, json_schema_extra={"pattern": ID_PATTERN})]
+
+
+class MemoryFilter(BaseModel):
+    """One filter: every field given must hold (AND); `and` / `or` combine filters. A field takes a value
+    (equality) or operators."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    and_: list["MemoryFilter"] | None = Field(None, alias="and", min_length=1, max_length=16)
+    or_: list["MemoryFilter"] | None = Field(None, alias="or", min_length=1, max_length=16)
+    status: FilterText | TextOps | None = Field(None, description="active, outdated, merged, deduped, archived")
+    category: FilterText | TextOps | None = None
+    agent_id: FilterText | TextOps | None = None
+    run_id: FilterText | TextOps | None = None
+    memory_id: FilterText | TextOps | None = None
+    session: FilterText | TextOps | None = None
+    importance: Finite | NumberOps | None = None
+    created_at: IsoTime | TimeOps | None = None
+    updated_at: IsoTime | TimeOps | None = None
+    metadata: dict[MetaKey, MetaScalar | MetaOps] | None = Field(
+        None, max_length=16, description="Metadata keys to a value (equality) or operators; strings compare as "
+                                         "text (ISO dates sort), numbers as numbers, mixed types never match.")
+
+
+class MemorySearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: ApiUserId
+    filters: MemoryFilter | None = None
+    status: Literal["active", "archived", "superseded", "merged", "all"] = Field(
+        "active", description="Which memories, before the filters (`all`: let the filters say).")
+    cursor: str | None = Field(None, pattern=CURSOR_PATTERN, description=CursorDoc)
+    limit: int = Field(50, ge=1, le=200)
+    after: str | None = After
+    wait_s: float = Field(5.0, ge=0)
+
+
+class MemoryAddOut(Position):
+    positions: list[Position] = Field(description="One per message, in order; the top-level position (and token, "
+                                                  "for `after`) is the last one.")
+
+
+class MemoryOut(BaseModel):
+    memory_id: str
+    user: str | None = None
+    content: str
+    category: str
+    key: str | None = None
+    value: str | None = None
+    tags: list[str] = []
+    slot_hint: str | None = None
+    importance: Rounded
+    status: str = Field(description="active, outdated (superseded), merged, deduped, archived.")
+    superseded_by: str | None = None
+    merged_into: str | None = None
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+    session: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    metadata: dict | None = None
+    fact_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class MemoryPageOut(BaseModel):
+    user: str
+    memories: list[MemoryOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class MemoryHistoryOut(BaseModel):
+    user: str
+    memory_id: str
+    status: str
+    versions: list[dict] = Field(description="Every event that created or changed the memory, oldest first, each "
+                                             "with what it set and `caused_by` (the fact, request or decision).")
+    origin: list[dict] = Field(description="Where it came from: the creation, its fact, the turn or statement.")
+    parents: list[str | None] = Field(description="Memories it superseded or absorbed (merges).")
 
 
 class StepIn(BaseModel):
@@ -138,9 +327,9 @@ class RecallHitOut(BaseModel):
     content: str
     category: str
     tags: list[str]
-    importance: float
+    importance: Rounded
     created_at: datetime
-    score: float
+    score: Rounded
     archived: bool = Field(False, description="An archived (expired) memory, found in the archive tier; recalling it revives it.")
     why: dict
 
@@ -266,6 +455,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     WaitS = Annotated[float, Field(ge=0, le=settings.max_wait_s,
                                    description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
     Turn = create_model("TurnIn", __base__=TurnIn, content=(Content, ...), at=(At, Field(None, description=TurnIn.model_fields["at"].description)))
+    TurnBatch = create_model("TurnBatchIn", __base__=TurnBatchIn,
+                             turns=(list[Turn], Field(min_length=1, max_length=BATCH_MAX,  # type: ignore[valid-type]
+                                                      description=f"1-{BATCH_MAX} turns, published in this order.")))
+    MemoryAdd = create_model("MemoryAddIn", __base__=MemoryAddIn,
+                             content=(Content | None, Field(None, description=MemoryAddIn.model_fields["content"].description)),
+                             at=(At, Field(None, description=MemoryAddIn.model_fields["at"].description)))
     Step = create_model("StepIn", __base__=StepIn, content=(Content, ...), at=(At, None))
     log_topics = namespace_topics(settings)
     # The token pattern names this namespace's topics and partitions, so the published document
@@ -276,6 +471,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     AfterF = (str | None, Field(None, pattern=token_pattern, description=After.description))
     Recall = create_model("RecallIn", __base__=RecallIn, wait_s=(WaitS, default_wait), after=AfterF)
     Context = create_model("ContextIn", __base__=ContextIn, wait_s=(WaitS, default_wait), after=AfterF)
+    MemorySearch = create_model("MemorySearchIn", __base__=MemorySearchIn, wait_s=(WaitS, default_wait), after=AfterF)
     WaitQ = Annotated[float, Query(ge=0, le=settings.max_wait_s,
                                    description=f"Most seconds to wait for `after` (at most {settings.max_wait_s:g}).")]
     AfterQ = Annotated[str | None, Query(pattern=token_pattern, description=After.description)]
@@ -358,8 +554,79 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.post("/v1/turns", response_model=Position, status_code=201, summary="Publish a conversation turn",
               responses=_responses(410, 413, 422, 503))
     async def publish_turn(body: Turn, p: Writer) -> dict:
-        return (await remember.turn(backend(), p, body.user, body.session, body.role, body.content, task=body.task,
-                                    at=body.at)).as_dict()
+        [pos] = await memories.record_turns(backend(), p, [body.model_dump()])
+        return pos.as_dict()
+
+    @app.post("/v1/turns/batch", response_model=PositionsOut, status_code=201,
+              summary=f"Publish several turns in order (at most {BATCH_MAX})",
+              description="Every turn is checked before any is published (one bad turn: a 422 naming its index, "
+                          "nothing published); then they are published in the order given, and the answer holds "
+                          "their positions in that order.", responses=_responses(410, 413, 422, 503))
+    async def publish_turns(body: TurnBatch, p: Writer) -> dict:
+        positions = await memories.record_turns(backend(), p, [t.model_dump() for t in body.turns])
+        return {"positions": [x.as_dict() for x in positions]}
+
+    # -- memories as a resource: add, list, get, history, delete (within the key's reach) ---------
+    @app.post("/v1/memories", response_model=MemoryAddOut, status_code=202, summary="Add memories directly",
+              description="infer=true: each text is a turn to extract from (a user turn for `content`); infer=false: "
+                          "each text is kept as stated (memory.stated → one fact). Either way the memory processor "
+                          "decides them like any fact (dedup, conflicts, supersession): 202, with the positions; pass "
+                          "the token as `after` to a read to see the result.",
+              responses=_responses(410, 413, 422, 503))
+    async def add_memories(body: MemoryAdd, p: Writer) -> dict:
+        messages = ([{"role": "user", "content": body.content}] if body.messages is None
+                    else [m.model_dump() for m in body.messages])
+        positions = await memories.add(backend(), p, body.user, messages=messages, infer=body.infer,
+                                       category=body.category, importance=body.importance, agent_id=body.agent_id,
+                                       run_id=body.run_id, metadata=body.metadata, session=body.session, at=body.at)
+        return {**positions[-1].as_dict(), "positions": [x.as_dict() for x in positions]}
+
+    @app.get("/v1/users/{user}/memories", response_model=MemoryPageOut, summary="List a user's memories (filtered, paged)",
+             description="Oldest first, in (created_at, memory_id) order; `next_cursor` pages on. The parameters "
+                         "are ANDed and run in SQL; POST /v1/memories/search takes the full filter language.",
+             responses=_responses(409, 422, 503))
+    async def list_memories_route(
+            user: UserParam, p: Reader,
+            status: Annotated[Literal["active", "archived", "superseded", "merged", "all"],
+                              Query(description="Which memories (default: active).")] = "active",
+            category: Annotated[Category | None, Query()] = None,
+            agent_id: Annotated[AgentId | None, Query()] = None,
+            run_id: Annotated[RunId | None, Query()] = None,
+            created_after: Annotated[IsoTime | None, Query()] = None,
+            created_before: Annotated[IsoTime | None, Query()] = None,
+            updated_after: Annotated[IsoTime | None, Query()] = None,
+            updated_before: Annotated[IsoTime | None, Query()] = None,
+            cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description=CursorDoc)] = None,
+            limit: Annotated[int, Query(ge=1, le=200)] = 50,
+            after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
+        return await memories.page(backend(), p, user, status=status, category=category,
+                                   agent_id=agent_id, run_id=run_id, created_after=created_after,
+                                   created_before=created_before, updated_after=updated_after,
+                                   updated_before=updated_before, cursor=cursor, limit=limit, after=after,
+                                   wait_s=wait_s)
+
+    @app.post("/v1/memories/search", response_model=MemoryPageOut,
+              summary="List a user's memories under Mem0-style filters (and/or, eq ne in nin gt gte lt lte)",
+              description="The filters (docs/api.md#filters) compile to one parameterised SQL statement over the "
+                          "user's memories (metadata through its GIN index); oldest first, paged by `cursor`.",
+              responses=_responses(409, 413, 422, 503))
+    async def search_memories_route(body: MemorySearch, p: Reader) -> dict:
+        f = body.filters.model_dump(by_alias=True, exclude_none=True) if body.filters is not None else None
+        return await memories.page(backend(), p, body.user, status=body.status, filters=f, cursor=body.cursor,
+                                   limit=body.limit, after=body.after, wait_s=body.wait_s)
+
+    @app.get("/v1/users/{user}/memories/{memory_id}", response_model=MemoryOut, summary="One memory",
+             responses=_responses(409, 422, 503))
+    async def memory_route(user: UserParam, memory_id: MemoryIdParam, p: Reader, after: AfterQ = None,
+                           wait_s: WaitQ = default_wait) -> dict:
+        return await memories.one(backend(), p, user, memory_id, after=after, wait_s=wait_s)
+
+    @app.get("/v1/users/{user}/memories/{memory_id}/history", response_model=MemoryHistoryOut,
+             summary="A memory's versions and what caused each (memory:read, for the caller's own users)",
+             responses=_responses(409, 422, 503))
+    async def memory_history_route(user: UserParam, memory_id: MemoryIdParam, p: Reader, after: AfterQ = None,
+                                   wait_s: WaitQ = default_wait) -> dict:
+        return await memories.history(backend(), p, user, memory_id, after=after, wait_s=wait_s)
 
     @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
               responses=_responses(410, 413, 422, 503))
@@ -414,12 +681,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                             wait_s: WaitQ = default_wait) -> dict:
         return await short_term.session(backend(), p, user, session, with_summary=True, after=after, wait_s=wait_s)
 
-    # -- admin: forgetting and erasure, within the key's tenant (and its bound user) -------------
+    # -- deleting, within the key's tenant (and its bound user): memory:write; erasure is admin ----
     @app.delete("/v1/users/{user}/memories/{memory_id}", response_model=ForgottenOut, status_code=202,
-                summary="Forget one memory for good (and every memory merged into it)", responses=_responses(422, 503))
-    async def forget_route(user: UserParam, memory_id: Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")],
-                           p: Admin, reason: Annotated[str, Query(max_length=500)] = "") -> dict:
+                summary="Delete one memory for good (and every memory merged into it): memory.forgotten",
+                responses=_responses(422, 503))
+    async def forget_route(user: UserParam, memory_id: MemoryIdParam, p: Writer,
+                           reason: Annotated[str, Query(max_length=500, pattern=CONTENT_PATTERN)] = "") -> dict:
         return await forget.memory(backend(), p, user, memory_id, requested_by=f"api:{p.key_id}", reason=reason)
+
+    @app.delete("/v1/users/{user}/memories", response_model=Position, status_code=202,
+                summary="Delete all of a user's memories: user.forgotten",
+                description="Memories, preferences, graph and the processor's state go; the user's data key, session "
+                            "windows and task buffers stay, and new turns build new memory (erasure: DELETE "
+                            "/v1/users/{user}, admin).", responses=_responses(422, 503))
+    async def forget_all_route(user: UserParam, p: Writer,
+                               reason: Annotated[str, Query(max_length=500, pattern=CONTENT_PATTERN)] = "") -> dict:
+        return (await forget.user(backend(), p, user, requested_by=f"api:{p.key_id}", reason=reason)).as_dict()
 
     @app.delete("/v1/users/{user}", response_model=Position, status_code=202,
                 summary="Erase a user: crypto-shred their content everywhere, refuse their later events",
