@@ -120,3 +120,20 @@ def test_context_reads_its_own_step_write(api_url):
     ctx = api.context(user, "what happened?", task="t9", after=step["token"], wait_s=30)
     assert "deployed build 42" in ctx["text"]
     api.close()
+
+
+def test_a_task_starts_and_finishes_over_http(api_url, admin_key):
+    """task.started resets the step buffer and names the goal; task.finished records the outcome."""
+    user = unique_user("task")
+    with httpx.Client(base_url=api_url, headers=bearer(admin_key), timeout=90) as http:
+        old = http.post("/v1/steps", json={"user": user, "task": "t1", "content": "a step before the start"})
+        started = http.post("/v1/tasks/start", json={"user": user, "task": "t1", "goal": "book a flight"})
+        assert old.status_code == 201 and started.status_code == 201, started.text
+        step = http.post("/v1/steps", json={"user": user, "task": "t1", "content": "searched flights", "kind": "tool"})
+        done = http.post("/v1/tasks/finish", json={"user": user, "task": "t1", "status": "failed"})
+        assert done.status_code == 201, done.text
+        view = http.get(f"/v1/users/{user}/tasks/t1/steps", params={"after": done.json()["token"], "wait_s": 60}).json()
+        assert [s["content"] for s in view["steps"]] == ["searched flights"] and step.status_code == 201
+        assert (view["task"]["goal"], view["task"]["status"]) == ("book a flight", "failed")
+        bad = http.post("/v1/tasks/finish", json={"user": user, "task": "t1", "status": "done"})
+        assert bad.status_code == 422 and "status" in bad.text

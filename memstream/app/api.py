@@ -307,6 +307,23 @@ class StepIn(BaseModel):
     at: IsoTime | None = None
 
 
+class TaskStartIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    user: ApiUserId
+    task: TaskId
+    session: SessionId | None = None
+    goal: Text = Field("", description="What the task is for (sealed with the user's key).")
+    at: IsoTime | None = None
+
+
+class TaskFinishIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: ApiUserId
+    task: TaskId
+    status: Literal["succeeded", "failed", "abandoned"] = "succeeded"
+    at: IsoTime | None = None
+
+
 class RecallIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
     user: ApiUserId
@@ -462,6 +479,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                              content=(Content | None, Field(None, description=MemoryAddIn.model_fields["content"].description)),
                              at=(At, Field(None, description=MemoryAddIn.model_fields["at"].description)))
     Step = create_model("StepIn", __base__=StepIn, content=(Content, ...), at=(At, None))
+    TaskStart = create_model("TaskStartIn", __base__=TaskStartIn, at=(At, None))
+    TaskFinish = create_model("TaskFinishIn", __base__=TaskFinishIn, at=(At, None))
     log_topics = namespace_topics(settings)
     # The token pattern names this namespace's topics and partitions, so the published document
     # says exactly which tokens exist; the offset is checked against the log's end (409).
@@ -633,6 +652,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def publish_step(body: Step, p: Writer) -> dict:
         return (await remember.step(backend(), p, body.user, body.task, body.content, status=body.status,
                                     kind=body.kind, session=body.session, at=body.at)).as_dict()
+
+    @app.post("/v1/tasks/start", response_model=Position, status_code=201, summary="Start a task (task.started)",
+              description="The task's step buffer starts over; GET /v1/users/{user}/tasks/{task}/steps shows its "
+                          "start and, once finished, its outcome.", responses=_responses(410, 413, 422, 503))
+    async def start_task_route(body: TaskStart, p: Writer) -> dict:
+        return (await remember.start_task(backend(), p, body.user, body.task, session=body.session, goal=body.goal,
+                                          at=body.at)).as_dict()
+
+    @app.post("/v1/tasks/finish", response_model=Position, status_code=201, summary="Finish a task (task.finished)",
+              responses=_responses(410, 422, 503))
+    async def finish_task_route(body: TaskFinish, p: Writer) -> dict:
+        return (await remember.finish_task(backend(), p, body.user, body.task, status=body.status,
+                                           at=body.at)).as_dict()
 
     @app.post("/v1/recall", response_model=list[RecallHitOut], summary="Recall memories relevant to a query",
               responses=_responses(413, 409, 422, 503))
