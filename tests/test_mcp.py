@@ -41,7 +41,8 @@ from tests.helpers import unique_user  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
-TOOLS = {"remember", "remember_step", "recall", "build_context", "get_profile", "forget_memory"}
+TOOLS = {"remember", "remember_step", "recall", "build_context", "get_profile", "forget_memory", "add_memories",
+         "list_memories"}
 MCP_CMD = worker_command("x")[:3] + ["mcp"]          # python -m memstream.app.cli mcp
 
 
@@ -72,10 +73,13 @@ async def http_session(url: str, key: str):
 
 
 async def call(client: ClientSession, tool: str, /, **args) -> dict:
-    """A tool's answer (JSON text), asserting it is not an error result."""
+    """A tool's answer, asserting it is not an error result and that its structured content and its
+    text (compact JSON, one line) say the same."""
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
+    text = result.content[0].text
+    assert "\n" not in text and json.loads(text) == result.structured_content
+    return result.structured_content
 
 
 async def resource(client: ClientSession, uri: str) -> dict:
@@ -271,13 +275,57 @@ def test_http_tenants_and_scopes(settings, mcp_url):
             await refused(s.call_tool("remember_step", {"user": user, "task": "t", "content": "x"}), FORBIDDEN,
                           "memory:write")
             await refused(s.read_resource(f"memstream://memories/{memory_id}/audit"), FORBIDDEN, "audit:read")
-            await refused(s.call_tool("forget_memory", {"user": user, "memory_id": memory_id}), FORBIDDEN, "admin")
+            await refused(s.call_tool("forget_memory", {"user": user, "memory_id": memory_id}), FORBIDDEN,
+                          "memory:write")
+            await refused(s.call_tool("add_memories", {"user": user, "texts": ["x"]}), FORBIDDEN, "memory:write")
             bad = await s.call_tool("recall", {"user": "a/b", "query": "tea"})       # a tenant separator
             assert bad.is_error and "user" in bad.content[0].text
+            # an argument the schema refuses: one line naming the field, not pydantic's dump
+            bad = await s.call_tool("recall", {"user": user, "query": ""})
+            assert bad.is_error and "\n" not in bad.content[0].text and "query" in bad.content[0].text, bad.content[0].text
 
         async with http_session(mcp_url, auditor) as s:     # audit:read without audit:content: clear fields only
             await refused(s.read_resource(f"memstream://memories/{memory_id}/audit"), FORBIDDEN, "audit:content")
             clear = await resource(s, f"memstream://memories/{memory_id}/audit?content=false")
             assert clear["memory_id"] == memory_id and canary not in json.dumps(clear)
             await refused(s.call_tool("recall", {"user": user, "query": "x"}), FORBIDDEN, "memory:read")
+    anyio.run(go)
+
+
+def test_http_add_list_and_forget_memories_within_the_tenant(settings, mcp_url):
+    """add_memories keeps texts as stated with their scope; list_memories filters by it and pages;
+    forget_memory deletes with memory:write; the other tenant lists nothing of it."""
+    user = unique_user("mcp-res")
+    globex = make_key(settings, "globex", name="mcp-globex")
+    writer = make_key(settings, "acme", ["memory:read", "memory:write"], name="mcp-acme-writer")
+
+    async def go():
+        async with http_session(mcp_url, writer) as s:
+            pos = await call(s, "add_memories", user=user, texts=["Prefers aisle seats", "Flies out of Oslo"],
+                             agent_id="travel", metadata={"topic": "travel"})
+            assert len(pos["positions"]) == 2
+
+            async def both():
+                page = await call(s, "list_memories", user=user, after=pos["token"], wait_s=20)
+                return page if len(page["memories"]) == 2 else None
+            page = await eventually(both, "two stated memories")
+            assert {m["agent_id"] for m in page["memories"]} == {"travel"}
+            assert (await call(s, "list_memories", user=user, filters={"metadata": {"topic": "other"}}))["memories"] == []
+            first = await call(s, "list_memories", user=user, limit=1, filters={"agent_id": "travel"})
+            assert len(first["memories"]) == 1 and first["next_cursor"]
+            bad = await s.call_tool("list_memories", {"user": user, "filters": {"importance": {"like": 1}}})
+            assert bad.is_error and "unknown operator" in bad.content[0].text and "\n" not in bad.content[0].text
+            bad = await s.call_tool("add_memories", {"user": user, "texts": []})
+            assert bad.is_error and "texts" in bad.content[0].text
+        async with http_session(mcp_url, globex) as s:
+            assert (await call(s, "list_memories", user=user))["memories"] == []
+            await refused(s.call_tool("forget_memory", {"user": user, "memory_id": first["memories"][0]["memory_id"]}),
+                          NOT_FOUND, "not found")
+        async with http_session(mcp_url, writer) as s:
+            gone = await call(s, "forget_memory", user=user, memory_id=first["memories"][0]["memory_id"])
+
+            async def one_left():
+                left = (await call(s, "list_memories", user=user, after=gone["token"], wait_s=20))["memories"]
+                return left if len(left) == 1 else None
+            await eventually(one_left, "the forgotten memory to leave the list")
     anyio.run(go)

@@ -34,21 +34,23 @@ from memstream.config import Settings
 from memstream.errors import (ConfigError, InvalidEvent, InvalidInput, MemstreamError, MissingScope, NotAuthenticated,
                               Timeout, UserErased)
 from memstream.privacy.tenants import NotYours, Principal, local_api_key
-from memstream.services import audit, context, forget, profile as profiles, recall as recalls
+from memstream.services import audit, context, forget, memories, profile as profiles, recall as recalls
 from memstream.services import remember as remembering   # (the tools are named remember, recall)
 from memstream.services.access import authenticate
 from memstream.services.backend import Backend
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.shared.exceptions import MCPError
-    from mcp_types import INVALID_PARAMS, ToolAnnotations
+    from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 except ImportError:                      # the optional extra is not installed: `memstream mcp` says so
     MCPServer = None
+from pydantic import ValidationError
 
 from memstream.app.api import TOKEN_PATTERN, ApiUserId, IsoTime
-from schemas.limits import Label, SessionId, TaskId
+from schemas.events import Category
+from schemas.limits import AgentId, Label, Metadata, RunId, SessionId, TaskId
 
 log = logging.getLogger("memstream.mcp")
 
@@ -63,7 +65,8 @@ background, so a new memory appears a moment later. Read with `recall` (memories
 question), `get_profile` (who the user is: identity, preferences, constraints) or `build_context`
 (everything relevant, assembled into one prompt-ready text within a token budget). Every call names
 the user; ids are your own (any printable text without '/'). To read your own write, pass the
-`token` a remember call returned as `after`. Resources: memstream://users/{user}/profile and
+`token` a remember call returned as `after`. Manage memories with `add_memories` (kept as stated),
+`list_memories` and `forget_memory`. Resources: memstream://users/{user}/profile and
 memstream://memories/{memory_id}/audit (a memory's whole life, down to the turns it came from)."""
 
 AfterArg = Annotated[str | None, Field(pattern=TOKEN_PATTERN, description=(
@@ -113,7 +116,7 @@ def _tool(fn):
     @functools.wraps(fn)
     async def guarded(*args, **kwargs):
         try:
-            return await fn(*args, **kwargs)
+            return _structured(await fn(*args, **kwargs))
         except (MCPError, ToolError):
             raise
         except NotYours:
@@ -156,12 +159,40 @@ def _json(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v))
 
 
+def _structured(result):
+    """A tool's answer as structured content (what a client parses) plus the same as compact JSON
+    text (what a model reads: no indentation to pay tokens for)."""
+    if not isinstance(result, dict):
+        return result
+    data = json.loads(_json(result))          # times as ISO text, as the text shows them
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False,
+                                                                            separators=(",", ":")))],
+                          structured_content=data)
+
+
+def _one_line(exc: ValidationError) -> str:
+    """Argument problems, one per field, on one line (never pydantic's multi-line dump, nor the values:
+    they are the caller's data)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+
+
+if MCPServer is not None:
+    class _Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                    raise ToolError(f"invalid input: {_one_line(exc.__cause__)}") from exc.__cause__
+                raise
+
+
 def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_key: str | None = None) -> "MCPServer":
     """The MCP server over `backend`. Over stdio every call acts with `stdio_key`; over HTTP with the
     request's own key (never the local one: a remote caller must not borrow the operator's key)."""
     if MCPServer is None:
         raise ConfigError("the MCP server needs the optional extra: pip install 'memstream[mcp]'")
-    server = MCPServer("memstream", title="memstream: long-term memory", instructions=INSTRUCTIONS, version="1",
+    server = _Server("memstream", title="memstream: long-term memory", instructions=INSTRUCTIONS, version="1",
                        log_level="WARNING")
 
     async def caller(ctx: Context, *scopes: str) -> Principal:
@@ -249,12 +280,51 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False), description=(
         "Forget one memory for good (and every memory merged into it): a hard delete from every read model, "
-        "recorded in the log. Only when the user asks for it. Needs scope admin."))
+        "recorded in the log. Only when the user asks for it. Needs scope memory:write."))
     @_tool
     async def forget_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
                             reason: Annotated[str, Field(max_length=500, description="Why (kept in the audit).")] = "") -> dict:
-        p = await caller(ctx, "admin")
+        p = await caller(ctx, "memory:write")
         return await forget.memory(backend, p, user, memory_id, requested_by=f"mcp:{p.key_id}", reason=reason)
+
+    @server.tool(annotations=writes, description=(
+        "Add memories directly. infer=false keeps each text as stated (one memory each: use it for what the user "
+        "asked you to remember, e.g. 'Prefers metric units'); infer=true extracts facts from each text as from "
+        "something the user said. Either way memstream dedups, checks conflicts and supersedes older values. "
+        "Optional agent_id, run_id and flat metadata scope them (list_memories filters by them). Returns a "
+        "position `token` (see remember). Needs scope memory:write."))
+    @_tool
+    async def add_memories(user: UserArg, texts: Annotated[list[Annotated[str, Field(min_length=1)]], Field(
+                               min_length=1, max_length=100, description="One memory (or message) per item, in order.")],
+                           ctx: Context, infer: bool = False, category: Category | None = None,
+                           importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+                           agent_id: AgentId | None = None, run_id: RunId | None = None,
+                           metadata: Metadata | None = None, session: SessionId | None = None) -> dict:
+        p = await caller(ctx, "memory:write")
+        if infer and (category is not None or importance is not None):
+            raise InvalidInput("category and importance apply to infer=false (kept as stated)")
+        positions = await memories.add(backend, p, user, messages=[{"role": "user", "content": t} for t in texts],
+                                       infer=infer, category=category, importance=importance, agent_id=agent_id,
+                                       run_id=run_id, metadata=metadata, session=session)
+        return {**positions[-1].as_dict(), "positions": [x.as_dict() for x in positions]}
+
+    @server.tool(annotations=reads, description=(
+        "List the user's memories, oldest first, with their ids (to update or forget one): optionally only a "
+        "status (active, archived, superseded, merged, all), a category, an agent_id or run_id, or Mem0-style "
+        "`filters` ({\"metadata\": {\"topic\": \"travel\"}}, {\"and\": [...]}, {\"importance\": {\"gte\": 0.5}}). "
+        "Pass `next_cursor` as `cursor` for the next page. Needs scope memory:read."))
+    @_tool
+    async def list_memories(user: UserArg, ctx: Context,
+                            status: Literal["active", "archived", "superseded", "merged", "all"] = "active",
+                            category: Category | None = None, agent_id: AgentId | None = None,
+                            run_id: RunId | None = None, filters: dict | None = None,
+                            cursor: Annotated[str | None, Field(pattern=memories.CURSOR_PATTERN)] = None,
+                            limit: Annotated[int, Field(ge=1, le=200)] = 50,
+                            after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
+        p = await caller(ctx, "memory:read")
+        return await memories.page(backend, p, user, status=status, category=category, agent_id=agent_id,
+                                   run_id=run_id, filters=filters, cursor=cursor, limit=limit, after=after,
+                                   wait_s=wait_s)
 
     # -- resources ------------------------------------------------------------------------------
     @server.resource("memstream://users/{user}/profile", name="profile", mime_type="application/json", description=(
