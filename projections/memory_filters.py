@@ -51,9 +51,21 @@ TRUE = sql.SQL("true")
 
 
 class _Compiler:
-    def __init__(self) -> None:
-        self.params: list[Any] = []
+    """Compiles a filter; each value becomes a parameter: positional (%s, `params` a list) or, given a
+    prefix, named (%(<prefix>0)s …, `params` a dict) so the condition can join a query of named ones."""
+
+    def __init__(self, prefix: str | None = None) -> None:
+        self.prefix = prefix
+        self.params: Any = {} if prefix else []
         self.conditions = 0
+
+    def bind(self, value: Any) -> sql.Placeholder:
+        if self.prefix is None:
+            self.params.append(value)
+            return sql.Placeholder()
+        name = f"{self.prefix}{len(self.params)}"
+        self.params[name] = value
+        return sql.Placeholder(name)
 
     def node(self, f: Any, where: str, depth: int) -> sql.Composable:
         if not isinstance(f, dict):
@@ -109,16 +121,16 @@ class _Compiler:
                 if field in TIME_COLUMNS:
                     raise InvalidInput(f"{where}.{op}: {field} takes eq, ne, gt, gte, lt, lte")
                 values = self._list(v, f"{where}.{op}")
-                self.params.append([self._scalar(field, x, f"{where}.{op}") for x in values])
-                arr = sql.SQL("%s::real[]" if field in NUMBER_COLUMNS else "%s::text[]")
+                arr = sql.SQL("{}::real[]" if field in NUMBER_COLUMNS else "{}::text[]").format(
+                    self.bind([self._scalar(field, x, f"{where}.{op}") for x in values]))
                 cond = sql.SQL("{} = ANY({})").format(col, arr)
                 out.append(cond if op == "in" else sql.SQL("NOT coalesce({}, false)").format(cond))
                 continue
             if field in TEXT_COLUMNS and op not in ("eq", "ne"):
                 raise InvalidInput(f"{where}.{op}: {field} is text: it takes eq, ne, in, nin")
-            self.params.append(self._scalar(field, v, f"{where}.{op}"))
             # importance is a real column: compared as a real (0.7 = 0.7, never 0.699999988 vs 0.7)
-            p = sql.SQL("%s::real" if field in NUMBER_COLUMNS else "%s")
+            p = sql.SQL("{}::real" if field in NUMBER_COLUMNS else "{}").format(
+                self.bind(self._scalar(field, v, f"{where}.{op}")))
             if op == "ne":   # a missing value (NULL) is not equal to any value
                 out.append(sql.SQL("{} IS DISTINCT FROM {}").format(col, p))
             else:
@@ -154,18 +166,18 @@ class _Compiler:
             self._count(where)
             if op in SET_OPS:
                 values = [self._meta_value(x, f"{where}.{op}") for x in self._list(v, f"{where}.{op}")]
-                self.params.extend(Jsonb({key: x}) for x in values)
-                any_of = sql.SQL("(") + sql.SQL(" OR ").join(sql.SQL("metadata @> %s") for _ in values) + sql.SQL(")")
+                any_of = sql.SQL("(") + sql.SQL(" OR ").join(
+                    sql.SQL("metadata @> {}").format(self.bind(Jsonb({key: x}))) for x in values) + sql.SQL(")")
                 out.append(any_of if op == "in" else sql.SQL("NOT coalesce({}, false)").format(any_of))
             elif op in ("eq", "ne"):
-                self.params.append(Jsonb({key: self._meta_value(v, f"{where}.{op}")}))
-                out.append(sql.SQL("metadata @> %s") if op == "eq" else sql.SQL("NOT coalesce(metadata @> %s, false)"))
+                p = self.bind(Jsonb({key: self._meta_value(v, f"{where}.{op}")}))
+                out.append(sql.SQL("metadata @> {}" if op == "eq" else "NOT coalesce(metadata @> {}, false)").format(p))
             else:
                 x = self._meta_value(v, f"{where}.{op}")
                 if isinstance(x, bool):
                     raise InvalidInput(f"{where}.{op}: compares numbers or strings (ISO dates), not booleans")
-                self.params.extend([key, Jsonb({"v": x})])
-                out.append(sql.SQL("jsonb_path_exists(metadata -> %s::text, {}::jsonpath, %s)").format(sql.Literal(_PATH[op])))
+                out.append(sql.SQL("jsonb_path_exists(metadata -> {}::text, {}::jsonpath, {})").format(
+                    self.bind(key), sql.Literal(_PATH[op]), self.bind(Jsonb({"v": x}))))
         return out[0] if len(out) == 1 else sql.SQL("(") + sql.SQL(" AND ").join(out) + sql.SQL(")")
 
     @staticmethod
@@ -184,6 +196,14 @@ def compile_filter(f: Any) -> tuple[sql.Composable, list[Any]]:
     if f is None:
         return TRUE, []
     c = _Compiler()
+    return c.node(f, "filters", 1), c.params
+
+
+def compile_filter_named(f: Any, prefix: str = "mf") -> tuple[sql.Composable, dict[str, Any]]:
+    """compile_filter with named parameters (%(mf0)s, …), for a query that names its own (recall's)."""
+    if f is None:
+        return TRUE, {}
+    c = _Compiler(prefix)
     return c.node(f, "filters", 1), c.params
 
 

@@ -30,6 +30,7 @@ class ContextRequest:
     budget: int = 1200
     slot_budgets: dict[str, int] = field(default_factory=dict)
     k: int = 8
+    filters: dict | None = None           # the recall slot's Mem0-style filters (agent_id, run_id, metadata …)
 
 
 def _constraints_and_profile(models: ReadModels, user: str) -> tuple[list[str], list[str], set[str]]:
@@ -59,7 +60,7 @@ async def build_context(models: ReadModels, req: ContextRequest) -> dict:
     # 1. fill the slots concurrently (each is an independent read)
     (constraints, about, profiled), hits, (done, failing), recent = await asyncio.gather(
         asyncio.to_thread(_constraints_and_profile, models, req.user),
-        asyncio.to_thread(recall, models, RecallRequest(req.user, req.query, k=req.k)),
+        asyncio.to_thread(recall, models, RecallRequest(req.user, req.query, k=req.k, filters=req.filters)),
         asyncio.to_thread(_task, models, req),
         asyncio.to_thread(_recent, models, req))
     # 2. recall adds what the profile does not already say; tool failures remembered from before

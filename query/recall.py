@@ -24,12 +24,15 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from typing import Any
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 from psycopg import sql
 from psycopg.rows import dict_row
+
+from projections.memory_filters import compile_filter_named
 
 from memstream.domain.subjects import question_names, third_party
 from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
@@ -57,6 +60,7 @@ class RecallRequest:
     query_embedding: list[float] | None = None  # skip embedding the query (precomputed)
     archived: bool = True                    # search the archive tier too (ranked below active memories)
     aliases: tuple[str, ...] = ()            # names the user goes by: read as "the user" in the query
+    filters: Any = None                      # Mem0-style filters (projections/memory_filters.py), in SQL
 
 
 def rewrite_query(query: str, aliases: tuple[str, ...] | list[str]) -> str:
@@ -183,6 +187,12 @@ def _filters(req: RecallRequest, now: datetime) -> tuple[sql.Composable, dict]:
     if req.max_age_hours is not None:
         where.append(sql.SQL("created_at >= %(since)s"))
         params["since"] = now - timedelta(hours=req.max_age_hours)
+    if req.filters:
+        # in the WHERE of every candidate read (vector, keyword, expansion): filtered in SQL, by the
+        # (user_id, agent_id …) btrees and the metadata GIN index, never after ranking
+        condition, named = compile_filter_named(req.filters)
+        where.append(condition)
+        params.update(named)
     return sql.SQL(" AND ").join(where), params
 
 

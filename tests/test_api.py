@@ -137,3 +137,29 @@ def test_a_task_starts_and_finishes_over_http(api_url, admin_key):
         assert (view["task"]["goal"], view["task"]["status"]) == ("book a flight", "failed")
         bad = http.post("/v1/tasks/finish", json={"user": user, "task": "t1", "status": "done"})
         assert bad.status_code == 422 and "status" in bad.text
+
+
+def test_recall_and_context_filter_by_agent_run_and_metadata_in_sql(api_url, admin_key):
+    """Two agents remember for one user; recall and context with filters see only the memories that
+    match (agent_id, run_id, metadata comparisons, or): the rest never reach the ranking."""
+    user = unique_user("filt")
+    with httpx.Client(base_url=api_url, headers=bearer(admin_key), timeout=90) as http:
+        add = lambda text, **scope: http.post("/v1/memories", json={  # noqa: E731
+            "user": user, "content": text, "infer": False, "category": "fact", **scope}).json()["token"]
+        add("Prefers window seats on flights", agent_id="travel", run_id="r1", metadata={"topic": "travel", "v": 2})
+        add("Prefers flights in the morning", agent_id="travel", run_id="r2", metadata={"topic": "travel", "v": 5})
+        last = add("Prefers flights paid by the company card", agent_id="finance", metadata={"topic": "money"})
+        recall = lambda **body: [h["content"] for h in http.post("/v1/recall", json={  # noqa: E731
+            "user": user, "query": "what flights does the user prefer?", "after": last, "wait_s": 60, **body}).json()]
+        assert len(recall()) == 3
+        assert recall(filters={"agent_id": "finance"}) == ["Prefers flights paid by the company card"]
+        assert sorted(recall(filters={"agent_id": "travel", "metadata": {"v": {"gt": 3}}})) == [
+            "Prefers flights in the morning"]
+        assert sorted(recall(filters={"or": [{"run_id": "r1"}, {"metadata": {"topic": "money"}}]})) == sorted([
+            "Prefers window seats on flights", "Prefers flights paid by the company card"])
+        bad = http.post("/v1/recall", json={"user": user, "query": "x", "filters": {"metadata": {"v": {"like": 1}}}})
+        assert bad.status_code == 422 and "filters" in bad.text, bad.text
+        # context: the recall slot reads through the filters (the profile slot is the user's, every agent's)
+        ctx = http.post("/v1/context", json={"user": user, "query": "what flights does the user prefer?",
+                                             "filters": {"agent_id": "finance"}}).json()
+        assert "company card" in ctx["text"] and "window seats" not in ctx["text"], ctx["text"]

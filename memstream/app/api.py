@@ -239,6 +239,11 @@ class MemoryFilter(BaseModel):
                                          "text (ISO dates sort), numbers as numbers, mixed types never match.")
 
 
+def _filters(f: MemoryFilter | None) -> dict | None:
+    """A request's filters as the compiler reads them (projections/memory_filters.py)."""
+    return f.model_dump(by_alias=True, exclude_none=True) if f is not None else None
+
+
 class MemorySearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
     user: ApiUserId
@@ -334,6 +339,8 @@ class RecallIn(BaseModel):
     max_age_hours: float | None = Field(None, gt=0, le=1e6)
     min_score: float | None = Field(None, ge=-10, le=10)
     expand: bool = True
+    filters: MemoryFilter | None = Field(None, description="Mem0-style filters on the memories (agent_id, run_id, "
+                                                             "metadata, category, importance, dates; and/or), in SQL.")
     after: str | None = After
     wait_s: float = Field(5.0, ge=0)
     as_of: IsoTime | None = AsOf
@@ -361,6 +368,8 @@ class ContextIn(BaseModel):
     slot_budgets: dict[Literal["constraints", "profile", "recall", "task", "tool_state", "recent"],
                        Annotated[int, Field(ge=0, le=100_000)]] = Field(default_factory=dict)
     k: int = Field(8, ge=1, le=50)
+    filters: MemoryFilter | None = Field(None, description="Mem0-style filters on the memories the recall slot reads (agent_id, run_id, "
+                                                             "metadata, category, importance, dates; and/or), in SQL.")
     after: str | None = After
     wait_s: float = Field(5.0, ge=0)
 
@@ -630,8 +639,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                           "user's memories (metadata through its GIN index); oldest first, paged by `cursor`.",
               responses=_responses(409, 413, 422, 503))
     async def search_memories_route(body: MemorySearch, p: Reader) -> dict:
-        f = body.filters.model_dump(by_alias=True, exclude_none=True) if body.filters is not None else None
-        return await memories.page(backend(), p, body.user, status=body.status, filters=f, cursor=body.cursor,
+        return await memories.page(backend(), p, body.user, status=body.status, filters=_filters(body.filters), cursor=body.cursor,
                                    limit=body.limit, after=body.after, wait_s=body.wait_s)
 
     @app.get("/v1/users/{user}/memories/{memory_id}", response_model=MemoryOut, summary="One memory",
@@ -672,7 +680,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         hits = await recall.recall(backend(), p, body.user, body.query, channel="api", k=body.k,
                                    categories=body.categories, tags=body.tags, max_age_hours=body.max_age_hours,
                                    min_score=body.min_score, expand=body.expand, after=body.after,
-                                   wait_s=body.wait_s, as_of=body.as_of)
+                                   wait_s=body.wait_s, as_of=body.as_of, filters=_filters(body.filters))
         return [h.as_dict() for h in hits]
 
     @app.get("/v1/users/{user}/profile", summary="Identity, preferences and policies, by category",
@@ -745,6 +753,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def context_route(body: Context, p: Reader) -> dict:
         return await context.context(backend(), p, body.user, body.query, session=body.session, task=body.task,
                                      budget=body.budget, slot_budgets=body.slot_budgets, k=body.k,
-                                     after=body.after, wait_s=body.wait_s)
+                                     after=body.after, wait_s=body.wait_s, filters=_filters(body.filters))
 
     return app

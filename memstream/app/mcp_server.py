@@ -245,10 +245,13 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                      ctx: Context, k: Annotated[int, Field(ge=1, le=100, description="Most hits wanted.")] = 10,
                      categories: Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(
                          max_length=20, description="Only these categories (e.g. identity, preference, policy).")] = None,
+                     filters: Annotated[dict | None, Field(description=(
+                         "Mem0-style filters, e.g. {\"agent_id\": \"travel\"} or {\"metadata\": {\"topic\": "
+                         "\"work\"}}; and/or, eq ne in nin gt gte lt lte."))] = None,
                      after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
         p = await caller(ctx, "memory:read")
         hits = await recalls.recall(backend, p, user, query, channel="mcp", k=k, categories=categories, after=after,
-                                    wait_s=wait_s)
+                                    wait_s=wait_s, filters=filters)
         return {"hits": [h.as_dict() for h in hits]}
 
     @server.tool(annotations=reads, description=(

@@ -18,12 +18,14 @@ from query.recall import RecallRequest, recall as ranked, recalled_event
 async def recall(backend, caller: Caller, user: str, query: str, *, channel: str, k: int = 10,
                  categories: list[str] | None = None, tags: list[str] | None = None,
                  max_age_hours: float | None = None, min_score: float | None = None, expand: bool = True,
-                 after: str | None = None, wait_s: float = 5.0, as_of: datetime | None = None) -> list:
+                 after: str | None = None, wait_s: float = 5.0, as_of: datetime | None = None,
+                 filters: dict | None = None) -> list:
     """The hits (query.recall.RecallHit), best first. `channel` names the entry point in the
-    memory.recalled event (api, mcp, cli)."""
+    memory.recalled event (api, mcp, cli). `filters`: Mem0-style (projections/memory_filters.py),
+    run in SQL with the rest of the query."""
     internal = caller.internal(user)
     await wait_for(backend, after, RECALL_READS, wait_s)
-    req = RecallRequest(internal, query, k, categories, tags, max_age_hours, min_score, expand)
+    req = RecallRequest(internal, query, k, categories, tags, max_age_hours, min_score, expand, filters=filters)
     if as_of is not None:
         from replay.timetravel import recall_as_of
         return await asyncio.to_thread(recall_as_of, backend.models, req, as_of)
