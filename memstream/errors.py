@@ -67,3 +67,8 @@ class MissingScope(AccessDenied):
 class PositionPastEnd(InvalidInput):
     """A read-your-writes token names a position past the end of the log: no publish returned it, so
     waiting longer would never help (HTTP 409; elsewhere it is bad input like any other)."""
+
+
+class NotActive(InvalidInput):
+    """The memory is the caller's but not active (outdated, merged, deduped, archived): it cannot be
+    edited, its active version can (HTTP 409; elsewhere it is bad input like any other)."""

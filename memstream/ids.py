@@ -58,3 +58,10 @@ def derived_id(parent_id: str, tag: str) -> str:
     parent = uuid.UUID(parent_id).bytes
     digest = hashlib.blake2b(parent + tag.encode(), digest_size=10).digest()
     return str(_with_version(bytearray(parent[:6] + digest), 8))
+
+
+def stated_fact_id(statement_id: str) -> str:
+    """The id of the one fact a memory.stated becomes (streams/extraction_core.py tags it `stated:0`),
+    which is also the id of the memory that fact creates: so the API that publishes an edit can name
+    the new version before the pipeline has decided it."""
+    return derived_id(statement_id, "stated:0")

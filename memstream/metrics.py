@@ -35,6 +35,9 @@ DEAD_LETTERS = Counter("memstream_dead_letters", "Records dead-lettered, by cons
                        ["consumer", "kind"])
 DECISIONS = Counter("memstream_memory_decisions", "Memory decisions the memory processor emitted, by event type.",
                     ["type"])
+EDITS_IGNORED = Counter("memstream_memory_edits_ignored", "Edits (memory.stated with `edits`) the memory processor "
+                        "decided nothing for: their memory was no longer active when decided (superseded, merged, "
+                        "archived, forgotten) or was never the user's.")
 PROJECTOR_BATCH = Histogram("memstream_projector_batch_seconds", "One projector batch: rows and positions in one "
                             "transaction.", ["projector"],
                             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
@@ -106,6 +109,10 @@ def produced(producer: str, topic: str | None, event_type: str, n: int = 1) -> N
 
 def decision(event_type: str) -> None:
     _child(DECISIONS, (type_label(event_type),)).inc()
+
+
+def edit_ignored() -> None:
+    EDITS_IGNORED.inc()
 
 
 # Dead-letter reasons are free text (they name fields, sizes, ids): the label is a kind of them.

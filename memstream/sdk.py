@@ -67,12 +67,16 @@ class MemoryClient:
 
     # -- generic ------------------------------------------------------------------------------
     def publish_nowait(self, topic: str, data: EventData, *, user: str, at: datetime | None = None,
-                       correlation: str | None = None, causation: str | None = None) -> Future:
+                       correlation: str | None = None, causation: str | None = None,
+                       id: str | None = None) -> Future:
+        """`id`: the event's id when the caller must know it first (a UUIDv7, e.g. `uuid7(at)`): an
+        edit names the memory its statement will create (memstream/ids.py stated_fact_id)."""
         check_id(user, "user id")
         producer = self._producer_for(topic)
         if at is None:
             producer.check_clock(self.settings.max_future_skew_s)   # the host's clock stamps the event
-        env = make_envelope(data, user=user, time=at, correlation=correlation, causation=causation, producer=PRODUCER)
+        env = make_envelope(data, user=user, time=at, id=id, correlation=correlation, causation=causation,
+                            producer=PRODUCER)
         sent = producer.send(self.settings.topic(topic), user, encode(env, self.keys))
         metrics.produced("sdk", topic, env.type)
         return sent

@@ -11,7 +11,7 @@ Changes are additive; an incompatible change is a new version plus an upcaster
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +48,11 @@ class DecisionData(EventData):
 
 # Scoping (issue 25): which agent and which run an event belongs to, and the caller's flat metadata.
 SCOPE_FIELDS = frozenset({"agent_id", "run_id", "metadata"})
+# An edit (issue 25, PATCH /v1/users/{user}/memories/{id}): the memory a statement and its fact are a
+# new version of. Off the wire while unset, like the scope fields: a plain statement keeps its shape.
+EDIT_FIELDS = frozenset({"edits"})
+# A memory id as the API takes it (memory ids are UUIDs; the pattern is the API's path parameter's).
+MemoryRef = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
 # -- turns topic ----------------------------------------------------------------------------
@@ -84,10 +89,11 @@ class MemoryStated(EventData):
     TYPE = "memory.stated"
     VERSION = 1
     SEALED = frozenset({"content", "metadata"})
-    OMITTED_WHEN_NONE = SCOPE_FIELDS
+    OMITTED_WHEN_NONE = SCOPE_FIELDS | EDIT_FIELDS
     DESCRIPTION = ("A caller stated a memory directly, to be kept as stated (POST /v1/memories with infer=false): the "
                    "extractor turns it into exactly one fact.extracted (channel `stated`, content as given, embedded "
-                   "there), which the memory processor decides like any fact (dedup, conflicts, supersession).")
+                   "there), which the memory processor decides like any fact (dedup, conflicts, supersession). With "
+                   "`edits` (PATCH /v1/users/{user}/memories/{id}) it is the complete new version of that memory.")
     content: Text = Field(min_length=1)
     category: Category | None = None
     importance: float | None = Field(None, ge=0.0, le=1.0)
@@ -97,6 +103,10 @@ class MemoryStated(EventData):
     agent_id: AgentId | None = None
     run_id: RunId | None = None
     metadata: Metadata | None = None
+    # An edit (additive, optional): the memory this statement is the new version of. The memory
+    # processor supersedes it (reason "edited") by the memory this statement's fact creates, if it
+    # is still an active memory of the user then; otherwise the statement decides nothing.
+    edits: MemoryRef | None = None
 
 
 # -- tasks topic ----------------------------------------------------------------------------
@@ -137,9 +147,10 @@ class FactExtracted(EventData):
     TYPE = "fact.extracted"
     VERSION = 1
     SEALED = frozenset({"key", "value", "content", "tags", "embedding", "metadata"})
-    OMITTED_WHEN_NONE = SCOPE_FIELDS
+    OMITTED_WHEN_NONE = SCOPE_FIELDS | EDIT_FIELDS
     DESCRIPTION = ("A fact extracted from a turn (or stated directly: memory.stated, channel `stated`), with its "
-                   "embedding computed once, here; it carries its source's agent_id, run_id and metadata.")
+                   "embedding computed once, here; it carries its source's agent_id, run_id and metadata, and a "
+                   "statement's `edits` (the memory it is the new version of).")
     fact_id: str
     source_turn: str
     session: str | None = None
@@ -163,6 +174,8 @@ class FactExtracted(EventData):
     agent_id: AgentId | None = None
     run_id: RunId | None = None
     metadata: Metadata | None = None
+    # A statement's edit (memory.stated `edits`), carried on: the memory this fact is the new version of.
+    edits: MemoryRef | None = None
 
 
 # -- memory topic ---------------------------------------------------------------------------

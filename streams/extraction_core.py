@@ -35,11 +35,13 @@ LLM_PRODUCER = "extractor-llm/1"
 def fact_from_turn(turn: Envelope[TurnRecorded] | Envelope[MemoryStated], tag: str, producer: str,
                    **fields) -> Envelope[FactExtracted]:
     """A fact event of any channel: id derived from the turn and `tag`, the turn's own time, and the
-    turn's scope (agent_id, run_id, metadata: issue 25) carried on."""
+    turn's scope (agent_id, run_id, metadata: issue 25) carried on; a statement's `edits` too (the
+    memory processor decides the edit, the extractor only carries it)."""
     event_id = derived_id(turn.id, tag)
     t = turn.data
+    edits = t.edits if isinstance(t, MemoryStated) else None
     data = FactExtracted(fact_id=event_id, source_turn=turn.id, session=t.session, agent_id=t.agent_id,
-                         run_id=t.run_id, metadata=t.metadata, **fields)
+                         run_id=t.run_id, metadata=t.metadata, edits=edits, **fields)
     return make_envelope(data, user=turn.user, time=turn.time, id=event_id, causation=turn.id,
                          correlation=turn.correlation or turn.id, producer=producer)
 

@@ -27,6 +27,7 @@ What it reads (`on_fact`, `on_control`):
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from typing import Protocol
 
 import orjson
 
+from memstream import metrics
 from memstream.config import Settings
 from memstream.domain.consolidation import consolidate, consolidation_due, forget, recalled
 from memstream.domain.ledger import BUCKETS, Ledger
@@ -45,6 +47,7 @@ from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_bl
 from schemas.envelope import Envelope
 from schemas.events import DecisionData, MemoryCreated
 
+log = logging.getLogger("memstream.memory")
 PRODUCER = "memory-processor/1"
 # Memory-topic events the processor acts on (everything else there is its own output).
 CONTROL = frozenset({"memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked"})
@@ -199,6 +202,12 @@ class MemoryCore:
         # 1. Decide from the user's state (pure; the event's own time, never the clock).
         state, decisions = decide(state, fact.data, self.rules, lambda tag: derived_id(fact.id, tag),
                                   at=fact.time.timestamp(), consolidate=False)
+        if fact.data.edits is not None and not decisions:
+            # An edit of a memory no longer active (or not the user's): nothing to decide, nothing
+            # dead-lettered (the event is well-formed; the memory just moved on before it came).
+            metrics.edit_ignored()
+            log.info("edit %s of memory %s decided nothing: the memory is not active for its user",
+                     fact.id, fact.data.edits)
         decisions = scoped(decisions, fact.data)
         # 2. The decisions go out before the state is saved (see the module's docstring).
         yield from self._out(fact.user, decisions, fact, fact.correlation)

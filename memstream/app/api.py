@@ -35,7 +35,7 @@ from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator,
 from starlette.exceptions import HTTPException
 
 from memstream.config import Settings, get_settings
-from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotAuthenticated, PositionPastEnd, Timeout,
+from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotActive, NotAuthenticated, PositionPastEnd, Timeout,
                               UserErased)
 from memstream.privacy.tenants import NotYours, Principal
 from memstream.services import audit, context, erase, forget, memories, profile, recall, remember, short_term
@@ -291,6 +291,30 @@ class MemoryPageOut(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
+class MemoryEditIn(BaseModel):
+    """What an edit changes; every field left out is the memory's own (at least one is given)."""
+    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    content: Text | None = Field(None, min_length=1, description="The new text (default: unchanged).")
+    category: Category | None = Field(None, description="The new category (default: unchanged).")
+    importance: float | None = Field(None, ge=0.0, le=1.0, description="The new importance (default: unchanged).")
+    metadata: Metadata | None = Field(None, description="The new flat metadata, replacing the old; null clears it "
+                                                         "(default: unchanged).")
+
+    @model_validator(mode="after")
+    def _a_change(self):
+        if not self.model_fields_set:
+            raise ValueError("give at least one of `content`, `category`, `importance`, `metadata`")
+        for name in ("content", "category", "importance"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"`{name}` may not be null (leave it out to keep it)")
+        return self
+
+
+class MemoryEditOut(Position):
+    memory_id: str = Field(description="The id of the new version the edit creates (the edited memory becomes "
+                                       "outdated, superseded by it); pass `token` as `after` to read it.")
+
+
 class MemoryHistoryOut(BaseModel):
     user: str
     memory_id: str
@@ -487,6 +511,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     MemoryAdd = create_model("MemoryAddIn", __base__=MemoryAddIn,
                              content=(Content | None, Field(None, description=MemoryAddIn.model_fields["content"].description)),
                              at=(At, Field(None, description=MemoryAddIn.model_fields["at"].description)))
+    MemoryEdit = create_model("MemoryEditIn", __base__=MemoryEditIn,
+                              content=(Content | None, Field(None, description=MemoryEditIn.model_fields["content"].description)))
     Step = create_model("StepIn", __base__=StepIn, content=(Content, ...), at=(At, None))
     TaskStart = create_model("TaskStartIn", __base__=TaskStartIn, at=(At, None))
     TaskFinish = create_model("TaskFinishIn", __base__=TaskFinishIn, at=(At, None))
@@ -517,6 +543,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(PositionPastEnd)
     async def never_applied(request: Request, exc: PositionPastEnd):
+        return JSONResponse(status_code=409, content={"error": str(exc)})
+
+    @app.exception_handler(NotActive)
+    async def not_active(request: Request, exc: NotActive):
         return JSONResponse(status_code=409, content={"error": str(exc)})
 
     @app.exception_handler(Timeout)
@@ -654,6 +684,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def memory_history_route(user: UserParam, memory_id: MemoryIdParam, p: Reader, after: AfterQ = None,
                                    wait_s: WaitQ = default_wait) -> dict:
         return await memories.history(backend(), p, user, memory_id, after=after, wait_s=wait_s)
+
+    @app.patch("/v1/users/{user}/memories/{memory_id}", response_model=MemoryEditOut, status_code=202,
+               summary="Edit a memory as a new version (memory.stated with `edits`)",
+               description="The fields left out are the memory's own. The memory processor decides the edit like "
+                           "any stated fact (dedup aside: it always makes a new version, checked for conflicts): "
+                           "`memory_id` is created and the edited memory becomes outdated, superseded by it "
+                           "(reason `edited`), both in its history. 202 with the position; pass the token as "
+                           "`after` to a read to see it. Only an active memory can be edited (409 otherwise).",
+               responses={**_responses(410, 413, 422, 503), 409: {
+                   "model": ErrorOut, "description": "The memory is not active (outdated, merged, archived): "
+                                                     "edit its active version"}})
+    async def edit_memory_route(user: UserParam, memory_id: MemoryIdParam, body: MemoryEdit, p: Writer) -> dict:
+        return await memories.edit(backend(), p, user, memory_id, **body.model_dump(exclude_unset=True))
 
     @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
               responses=_responses(410, 413, 422, 503))

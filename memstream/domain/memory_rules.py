@@ -69,9 +69,23 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
     """
     if fact.fact_id in state.applied:
         return state, _redo(state.applied[fact.fact_id], fact)
+    # 0. An edit (a statement's `edits`: PATCH /v1/users/{user}/memories/{id}) is decided here, in the
+    #    user's order, not by the API that published it: since the API looked, the memory may have
+    #    been superseded, merged, archived or forgotten. Only a memory this state holds as live can
+    #    be edited; any other target (gone, or never this user's) decides nothing. That is recorded
+    #    in `applied` like any decision, so a re-delivery after a revival still decides nothing.
+    edited = fact.edits
+    if edited is not None and not editable(state, edited):
+        state.applied[fact.fact_id] = []
+        _trim_applied(state)
+        return state, []
     t = at if at is not None else time_of(fact.fact_id)
     state.clock = now = max(state.clock, t)
     ledger = state.ledger
+    if edited is not None:
+        # The old version leaves the working set first, as a superseded memory does (step 3): it is
+        # history now, and neither a duplicate of its new version nor a neighbour to link to.
+        _leave(state, edited)
 
     vec = np.asarray(fact.embedding, dtype=np.float32)
     sims = (np.stack([r.vec for r in state.recent]) @ vec) if state.recent else np.zeros(0, dtype=np.float32)
@@ -80,13 +94,16 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
     # 1. Write-time dedup: the same slot with the same value is the same memory whatever the
     #    wording; otherwise the most similar compatible recent memory at or above the threshold.
     #    (Not for an attribute the ontology says can hold several things of one value: a second dog.)
+    #    (Not for an edit: it always makes the new version the API named — its id is the fact's —
+    #    with the fields it was given; reinforcing another memory would drop them. A copy of another
+    #    memory is left to consolidation's dedup, as any near-duplicate that slipped through.)
     target: Recent | None = None
-    if fact.key is not None and ontology.same_value_same_memory(fact.key):
+    if edited is None and fact.key is not None and ontology.same_value_same_memory(fact.key):
         for i, r in enumerate(state.recent):
             if r.key == fact.key and r.value == fact.value:
                 target, similarity = r, float(sims[i])
                 break
-    for i in np.argsort(-sims, kind="stable") if target is None else ():
+    for i in np.argsort(-sims, kind="stable") if target is None and edited is None else ():
         if sims[i] < rules.dedup_threshold:
             break
         if _compatible(fact, state.recent[i]):
@@ -148,16 +165,25 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
                                    list(fact.tags), fact.key, fact.value))
         del state.recent[:-rules.recent_window]
         state.last_memory_id = memory_id
+        if edited is not None:
+            # The edit's own supersession: the old version is outdated by the new one, with history.
+            decisions.append(Decision(f"superseded:{edited}", MemorySuperseded(
+                memory_id=edited, superseded_by=memory_id, reason="edited")))
 
     # 3. Preferences: a new value for a key is a new version that supersedes the old one, and
     #    the memory that held the old value becomes outdated (never silently deleted), when the
     #    ontology says the attribute holds one value at a time (every known key, and unknown ones).
+    #    An edit that keeps the slot's value still moves the slot to the new version (a new
+    #    preference version, same value), so a later value supersedes the live memory, not the old
+    #    one; the edited memory is already superseded ("edited"), never twice.
     if fact.key is not None and fact.value is not None:
         current = state.prefs.get(fact.key)
-        if current is None or current.value != fact.value:
+        moved = edited is not None and current is not None and current.memory_id == edited
+        if current is None or current.value != fact.value or moved:
             version = 1 if current is None else current.version + 1
             tag = pref_event_tag(fact.key, version)
-            if current is not None and current.memory_id not in (None, memory_id) and ontology.supersedes(fact.key):
+            if (current is not None and current.memory_id not in (None, memory_id, edited)
+                    and ontology.supersedes(fact.key)):
                 decisions.append(Decision(f"superseded:{current.memory_id}", MemorySuperseded(
                     memory_id=current.memory_id, superseded_by=memory_id,
                     reason=f"new value for {fact.key}")))
@@ -175,8 +201,7 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
     # 4. Remember the decisions for crash re-delivery (embeddings are re-read from the fact).
     #    Consolidation's decisions are not kept: once the state is saved they are in the log.
     state.applied[fact.fact_id] = [(d.tag, d.data.TYPE, d.data.model_dump(exclude={"embedding"})) for d in decisions]
-    while len(state.applied) > APPLIED_WINDOW:
-        state.applied.pop(next(iter(state.applied)))
+    _trim_applied(state)
 
     # 5. Every `consolidate_every` stores: consolidation, at the user's clock.
     if memory_id in state.dirty:
@@ -187,6 +212,27 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
     if consolidate and consolidation_due(state, rules):
         decisions += run_consolidation(state, rules, now)
     return state, decisions
+
+
+def editable(state: UserState, memory_id: str) -> bool:
+    """Whether an edit may make a new version of this memory: it is live in the user's state (the
+    ledger holds every live memory; the window, memories from before the ledger). Superseded,
+    merged, deduped, archived and forgotten memories are in neither, nor is another user's."""
+    return state.ledger.get(memory_id) is not None or any(r.memory_id == memory_id for r in state.recent)
+
+
+def _leave(state: UserState, memory_id: str) -> None:
+    """A memory leaves the working set for good: window, ledger, the consolidation's dirty list.
+    (Its graph edges stay, as for a superseded one: the old version is still a node, outdated.)"""
+    state.recent = [r for r in state.recent if r.memory_id != memory_id]
+    state.ledger.pop(memory_id)
+    if memory_id in state.dirty:
+        state.dirty.remove(memory_id)
+
+
+def _trim_applied(state: UserState) -> None:
+    while len(state.applied) > APPLIED_WINDOW:
+        state.applied.pop(next(iter(state.applied)))
 
 
 def _created(fact: FactExtracted) -> MemoryCreated:

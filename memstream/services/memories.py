@@ -173,6 +173,46 @@ async def one(backend, caller: Caller, user: str, memory_id: str, *, after: str 
     return {"user": user, **shaped(row)}
 
 
+_UNSET: Any = object()   # a field the edit does not change (None is a value: `metadata: null` clears it)
+
+
+async def edit(backend, caller: Caller, user: str, memory_id: str, *, content: str | None = None,
+               category: str | None = None, importance: float | None = None, metadata: Any = _UNSET,
+               at: datetime | None = None) -> dict:
+    """Edit one active memory of the user as a new version: publish a memory.stated with `edits`,
+    complete (the fields not given are the memory's own), which the memory processor decides —
+    the new memory created, the old one superseded (reason "edited") — if the memory is still
+    active then. Answers the statement's position and `memory_id`, the id of the new version.
+
+    Another user's memory (ids are global), or none, is NotYours (404); one that is not active
+    (outdated, merged, archived) is NotActive (409): edit its active version."""
+    from memstream.errors import NotActive
+    from memstream.ids import stated_fact_id, uuid7
+    internal = caller.internal(user)
+    # 1. The current version, from the read model: the fields the caller leaves out are its own,
+    #    so the statement is a whole memory (the processor never reads the read model).
+    row = await asyncio.to_thread(queries.get_memory, backend.models, internal, memory_id)
+    if row is None:
+        raise NotYours("no such memory")
+    if row["status"] != "active":
+        newer = f" (superseded by {row['superseded_by']})" if row.get("superseded_by") else ""
+        raise NotActive(f"memory {memory_id} is {row['status']}{newer}: only an active memory can be edited")
+    data = MemoryStated(
+        content=row["content"] if content is None else content,
+        category=row["category"] if category is None else category,
+        importance=round(float(row["importance"]), FLOAT_DIGITS) if importance is None else importance,
+        session=row.get("session"), agent_id=row.get("agent_id"), run_id=row.get("run_id"),
+        metadata=row.get("metadata") if metadata is _UNSET else metadata, edits=memory_id)
+    check_content(data.content, "content", backend.settings.max_content_chars)
+    check_event_time(at, backend.settings.max_future_skew_s)
+    # 2. The statement's id is chosen here, so the new version's id (its fact's: the fact creates
+    #    the memory) is known before the pipeline decides it (memstream/ids.py stated_fact_id).
+    event_id = uuid7(at)
+    pos = await asyncio.to_thread(
+        lambda: backend.client.publish_nowait("turns", data, user=internal, at=at, id=event_id).result(timeout=30))
+    return {**pos.as_dict(), "memory_id": stated_fact_id(event_id)}
+
+
 HISTORY_TYPES = ("memory.created", "memory.reinforced", "memory.superseded", "memory.merged", "memory.deduped",
                  "memory.decayed", "memory.expired", "memory.revived", "memory.summarized", "memory.forgotten")
 
