@@ -78,6 +78,55 @@ _ZH_STUDY_AT = re.compile(r"我(?:现在|目前)?(?:在|于)(?P<org>[\u4e00-\u9f
                           r"读研究生|读本科)")
 _ZH_ROLE = re.compile(r"(?:我的(?:职位|职务|头衔)是|我(?:被)?(?:升职为|升职成|升为|晋升为|升职当了|当上了))"
                       r"(?P<org>[\u4e00-\u9fffA-Za-z]{2,12}?)(?=[了啦，,。.!！；;\s]|$)")
+# Leaving a job ends the employer slot: "I left Google", "I quit my job at Acme", "I got laid off from
+# Meta", "我从腾讯辞职了". The value is "none" (a new version of the slot, the old employer's memory
+# outdated with its history), so the profile never serves the old employer as current.
+_LEFT_ORG = re.compile(rf"{_I}(?:{_AP}ve| have)?{_ADVS}\s+(?:left|quit|resigned from|retired from|stopped working (?:at|for)|"
+                       rf"(?:was|got|have been|{_AP}ve been)\s+(?:laid off|let go|fired)\s+(?:from|by))\s+"
+                       rf"(?:(?P<job>(?:my|the)\s+(?:old\s+|last\s+)?(?:job|position|role|post)\s+(?:at|with))\s+)?" + _ORG)
+_LEFT_JOB = re.compile(rf"{_I}(?:{_AP}ve| have)?{_ADVS}\s+(?:quit|left|resigned from|lost)\s+my\s+(?:old\s+)?job"
+                       rf"(?!\s+(?:at|with|as)\b)|{_I}\s+(?:was|got|{_AP}ve been|have been)\s+(?:laid off|let go|fired)"
+                       rf"(?!\s+(?:from|by)\b)")
+# A bare "I left X" is a job only where X is named as an organisation or the turn speaks of work:
+# "I left Paris", "I left John", "I left the party" are a move, a break-up, an evening.
+_ORG_WORD = re.compile(r"\b(?:Inc|Corp|Corporation|Ltd|LLC|GmbH|Co|Company|Bank|Labs?|Group|Technologies|Tech|Studios?|"
+                       r"Systems|Software|Consulting|Partners|Agency|Hospital|Clinic|Airlines?|Motors|Foundation|Institute)\b")
+_WORK_TALK = re.compile(r"(?i)\b(?:job|jobs|work|worked|working|company|companies|career|boss|manager|team|colleagues?|"
+                        r"co-?workers?|office|startup|salary|resign\w*|position|role|employer|hired|fired|laid off|"
+                        r"offer|interview|retire\w*|quit|years there|freelanc\w*|promotion|"
+                        r"(?:my|our) own (?:business|company|shop|store|firm|startup|bakery|restaurant|studio|practice|agency))\b")
+_ORG_TAIL = re.compile(r"\s+(?:after|to|because|since|at|on|over)\b.*$")
+_VERB_ONLY = re.compile(r"(?i)^(?:left|stopped working)")
+_ZH_LEFT = re.compile(r"我(?:已经|刚|刚刚|上个月|上周|去年|最近|终于)?(?:从(?P<org>[\u4e00-\u9fffA-Za-z0-9]{2,14}?)"
+                      r"(?:辞职|离职|退休)|(?:离开了|辞掉了|辞去了)(?P<org2>[\u4e00-\u9fffA-Za-z0-9]{2,14}?)(?:的工作)?"
+                      r"(?=[了啦，,。.!！；;\s]|$)|被(?P<org3>[\u4e00-\u9fffA-Za-z0-9]{2,14}?)(?:裁员|辞退|开除|解雇)|"
+                      r"(?P<bare>辞职了|离职了|被裁员了|被裁了|失业了))")
+
+
+def left_job(text: str) -> Iterator[Span]:
+    for m in _LEFT_ORG.finditer(text):
+        org = _org(m.group("org"))
+        if not org or _NOT_ORG.match(org):
+            continue
+        org = _ORG_TAIL.sub("", org)
+        verb = text[m.start():m.start("org")].split(None, 1)[-1]
+        if not m.group("job") and (not org[:1].isupper() or (_VERB_ONLY.match(verb) and not (
+                _ORG_WORD.search(org) or _WORK_TALK.search(text)))):
+            continue          # "I quit smoking", "I left Paris": no organisation named, or no work spoken of
+        yield m.start(), m.end(), _d("slot.en.employer_end", "employer", "none", f"User no longer works at {org}",
+                                     "identity", 0.8, "employer", (org.lower(),))
+    for m in _LEFT_JOB.finditer(text):
+        yield m.start(), m.end(), _d("slot.en.employer_end", "employer", "none", "User left their job", "identity",
+                                     0.8, "employer")
+    for m in _ZH_LEFT.finditer(text):
+        org = m.group("org") or m.group("org2") or m.group("org3")
+        if org and not m.group("org") and not _ZH_ORG_WORDS.search(org):
+            continue          # "我离开了北京" is a move, not a job: 离开/被… need a word of an organisation
+        content = f"用户已不在{org}工作" if org else "用户辞职了，目前没有工作"
+        yield m.start(), m.end(), _d("slot.zh.employer_end", "employer", "none", content, "identity", 0.8, "employer",
+                                     (org,) if org else ())
+
+
 _ZH_OCC = re.compile(r"我(?:现在|目前)?(?:的工作是|的职业是|改行当|改行做|转行当|转行做|转行成为|做了|当了|成为了?)(?:一名|一个)?"
                      r"(?P<org>[\u4e00-\u9fff]{2,8}?)(?=了|啦|[，,。.!！；;\s]|$)")
 
@@ -318,6 +367,8 @@ EXTRACTORS = (
                       "freshman", "sophomore", "junior", "senior", "undergrad", "role", "title", "position", "promoted",
                       "started", "switched", "工作", "上班", "任职", "实习", "入职", "加入", "跳槽", "读", "上学", "念书",
                       "职位", "职务", "头衔", "升", "当上", "当了", "做了", "成为", "改行", "转行")),
+    (left_job, ("left", "quit", "resigned", "retired", "stopped working", "laid off", "let go", "fired", "lost my job",
+                "辞职", "离职", "退休", "离开了", "辞掉了", "辞去了", "裁", "辞退", "开除", "解雇", "失业")),
     (status_and_diet, ("single", "relationship", "dating", "seeing", "engaged", "married", "newlywed", "divorced",
                        "separated", "widow", "broke up", "split up", "called off", "tied the knot", "proposed", "vegan",
                        "vegetarian", "veggie", "plant-based", "pescatarian", "pescetarian", "keto", "meat", "单身", "分手",

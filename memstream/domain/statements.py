@@ -57,7 +57,7 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 # "3.5", "main.py", "Mr." and "Dr." do not end one.
 _END = ".!?。！？…\n\u2600-\u27bf\U0001f300-\U0001faff"       # punctuation, newline, emoji
 _SENTENCE = re.compile(
-    r"[^" + _END + r"]+(?:(?:\.(?=\w)|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
+    r"[^" + _END + r"]+(?:(?:\.(?=\w)|(?<=\b[A-Z])\.(?=\s?[A-Z]\.|\s[A-Z][a-z]+\b(?![.!?]))|(?<=\bMr)\.|(?<=\bMs)\.|(?<=\bDr)\.|(?<=\bSt)\.|(?<=\bMrs)\.|(?<=\bvs)\.)"
     r"[^" + _END + r"]*)*[" + _END.replace("\n", "") + r"]*")
 
 # -- English ----------------------------------------------------------------------------------
@@ -638,6 +638,12 @@ def _draft(kind: str, content: str, tags: tuple[str, ...], rel: RelativeDate | N
                      event_date=rel.day.isoformat() if rel else None)
 
 
+_APPOSITIVE_LEAD = re.compile(r"^(?P<name>[A-Z][a-z]+(?: [A-Z][a-z]+)?),\s+(?P<app>(?:[Mm]y|[Oo]ur)\s+[a-z][\w'-]*"
+                              r"(?:\s+[a-z][\w'-]*){0,3}),\s+(?=[a-z])")
+_APPOSITIVE_MID = re.compile(r"(?P<app>\b(?:[Mm]y|[Oo]ur)\s+[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,2}),\s+"
+                             r"(?P<name>[A-Z][a-z]+(?: [A-Z][a-z]+)?),\s+(?=[a-z])")
+
+
 def _statement_en(sentence: str, at: datetime | None, relaxed: bool = False) -> FactDraft | None:
     """One English sentence as a statement, or None. `relaxed`: a follow-up sentence will carry the
     detail, so a sentence too short alone ("I love this series") is enough."""
@@ -655,6 +661,9 @@ def _statement_en(sentence: str, at: datetime | None, relaxed: bool = False) -> 
         return None     # nothing about the speaker (most sentences of a chat leave here)
     if not _CHAT_WORDS.isdisjoint(toks0):
         s = _NO_APOSTROPHE.sub(lambda m: _CONTRACTIONS[m.group(0).lower()], s)
+    # an appositive keeps the name: "Tom, my best friend, moved…" → "my best friend Tom moved…"
+    s = _APPOSITIVE_LEAD.sub(r"\g<app> \g<name> ", s)
+    s = _APPOSITIVE_MID.sub(r"\g<app> \g<name> ", s)
     body = _TRAILING_FILLER.sub("", s.rstrip(".!…~ ")).strip()
     body = _strip_lead(body)
     tv = _TRAILING_VOCATIVE.search(body)
@@ -942,9 +951,9 @@ def _latin(clause: str) -> bool:
 
 # Coordinated first-person clauses are separate propositions ("I live in Lisbon and I play the
 # violin"): each is decided on its own, so a move supersedes the city without the violin.
-_EN_COMPOUND = re.compile(r"(?:,[ \t]{0,3}|;[ \t]{0,3}|[ \t]{1,3})(?:(?:and|but|so|and now|but now|and also)[ \t]{1,3})?"
+_EN_COMPOUND = re.compile(r"(?:,[ \t]{0,3}|;[ \t]{0,3}|[ \t]{1,3})(?:(?:and|but|and now|but now|and also)[ \t]{1,3})?"
                           r"(?=I(?:['’](?:m|ve|ll|d))?\s)"
-                          r"(?<!\bthat )(?<!\bwhere )(?<!\bwhen )(?<!\bbecause )(?<!\bif )")
+                          r"(?<!\bthat )(?<!\bwhere )(?<!\bwhen )(?<!\bbecause )(?<!\bif )(?<!\bso )")
 
 
 def _en_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
