@@ -62,12 +62,15 @@ def rot(a: np.ndarray, b: np.ndarray, degrees: float) -> np.ndarray:
 
 
 def publish_fact(live, keys, user: str, at: datetime, content: str, vec, importance: float = 0.5,
-                 key: str | None = None, value: str | None = None, category: str = "fact") -> str:
-    """A fact.extracted with a chosen embedding and event time (as the extractor would write it); its memory id."""
+                 key: str | None = None, value: str | None = None, category: str = "fact",
+                 edits: str | None = None) -> str:
+    """A fact.extracted with a chosen embedding and event time (as the extractor would write it); its memory id.
+    `edits`: the memory it is a new version of (a stated edit's fact, channel `stated`)."""
     fid = uuid7(at)
-    data = FactExtracted(fact_id=fid, source_turn=uuid7(at), channel="llm", model="test-script", key=key, value=value,
-                         content=content, category=category, importance=importance, embedding=unit(vec),
-                         embed_model="synthetic")
+    data = FactExtracted(fact_id=fid, source_turn=uuid7(at), channel="stated" if edits else "llm",
+                         model=None if edits else "test-script", key=key, value=value, content=content,
+                         category=category, importance=importance, embedding=unit(vec), embed_model="synthetic",
+                         edits=edits)
     publish(live, keys, "facts", user, data, at, fid)
     return fid
 

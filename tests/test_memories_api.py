@@ -127,3 +127,46 @@ def test_delete_one_then_all_within_a_user_bound_write_key(settings, http, api_u
         assert gone.status_code == 202, gone.text
         assert listed(bound, user, after=gone.json()["token"], **WAIT)["memories"] == []
     assert [m["content"] for m in listed(http, other)["memories"]] == ["Keeps bees"]   # untouched
+
+
+def test_an_edit_is_a_new_version_with_history_and_only_an_active_memory_of_ones_own_can_be_edited(http):
+    user, other = unique_user("edit"), unique_user("edit")
+    r = http.post("/v1/memories", json={"user": user, "content": "Prefers aisle seats", "infer": False,
+                                        "agent_id": "travel-bot", "importance": 0.7, "metadata": {"source": "chat"}})
+    [old] = listed(http, user, after=r.json()["token"], **WAIT)["memories"]
+    # content and metadata change; category, importance and scope stay the memory's own
+    e = http.patch(f"/v1/users/{user}/memories/{old['memory_id']}",
+                   json={"content": "Prefers window seats", "metadata": {"source": "settings", "v": 2}})
+    assert e.status_code == 202, e.text
+    new_id, token = e.json()["memory_id"], e.json()["token"]
+    assert new_id != old["memory_id"] and token.count(":") == 2
+    [new] = wait_for(lambda: (lambda ms: ms if ms and ms[0]["memory_id"] == new_id else None)(
+        listed(http, user, after=token, **WAIT)["memories"]), timeout=60, what="the new version listed")
+    assert (new["content"], new["metadata"], new["agent_id"], new["category"], new["importance"]) == (
+        "Prefers window seats", {"source": "settings", "v": 2}, "travel-bot", old["category"], 0.7)
+    was = http.get(f"/v1/users/{user}/memories/{old['memory_id']}").json()
+    assert (was["status"], was["superseded_by"], was["content"]) == ("outdated", new_id, "Prefers aisle seats")
+    # both histories show the two versions: the old one's creation and its supersession by the new one
+    h_old = http.get(f"/v1/users/{user}/memories/{old['memory_id']}/history", params={"after": token, **WAIT}).json()
+    assert [v["type"] for v in h_old["versions"]][:1] == ["memory.created"]
+    assert h_old["versions"][0]["content"] == "Prefers aisle seats" and h_old["status"] == "outdated"
+    [sup] = [v for v in h_old["versions"] if v["type"] == "memory.superseded"]
+    assert (sup["superseded_by"], sup["reason"]) == (new_id, "edited")
+    h_new = wait_for(lambda: (lambda h: h if h.status_code == 200 else None)(
+        http.get(f"/v1/users/{user}/memories/{new_id}/history", params={"after": token, **WAIT})),
+        timeout=60, what="the new version's history").json()
+    assert h_new["versions"][0]["type"] == "memory.created" and h_new["versions"][0]["content"] == "Prefers window seats"
+    assert any(v["type"] == "memory.superseded" and v.get("reason") == "edited" for v in h_new["versions"])
+    assert old["memory_id"] in h_new["parents"] and h_new["origin"]
+    # the outdated version cannot be edited: its active version can
+    stale = http.patch(f"/v1/users/{user}/memories/{old['memory_id']}", json={"importance": 0.9})
+    assert stale.status_code == 409 and "outdated" in stale.json()["error"], stale.text
+    # another user's memory is as if it did not exist; an empty, unknown-field or null-only body is a 422
+    r = http.post("/v1/memories", json={"user": other, "content": "Keeps bees", "infer": False})
+    [theirs] = listed(http, other, after=r.json()["token"], **WAIT)["memories"]
+    nope = http.patch(f"/v1/users/{user}/memories/{theirs['memory_id']}", json={"content": "Keeps wasps"})
+    assert (nope.status_code, nope.json()) == (404, {"error": "not found"})
+    for body in ({}, {"colour": "red"}, {"content": None}, {"importance": 2}):
+        bad = http.patch(f"/v1/users/{user}/memories/{new_id}", json=body)
+        assert bad.status_code == 422, (body, bad.text)
+    assert [m["content"] for m in listed(http, other)["memories"]] == ["Keeps bees"]     # untouched

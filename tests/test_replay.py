@@ -391,10 +391,19 @@ def decided(settings):
                     ("User plays chess", basis(60 + u, dim), None, None),
                     (f"moved to town {u}", basis(80 + u, dim), "location", f"town-{u}"),
                     ("User plays chess on Sundays", rot(basis(60 + u, dim), basis(100 + u, dim), 22), None, None)]
+            ids = []
             for i, (content, vec, key, value) in enumerate(plan):
-                publish_fact(live, keys, user, at + timedelta(days=i), content, vec, importance=0.5 + 0.05 * i,
-                             key=key, value=value)
+                ids.append(publish_fact(live, keys, user, at + timedelta(days=i), content, vec,
+                                        importance=0.5 + 0.05 * i, key=key, value=value))
                 facts += 1
+            # an edit (a new version of the town memory, same slot) and one of the superseded city
+            # memory, which decides nothing (so it is no cause below): what-if re-decides both alike
+            at_edit = at + timedelta(days=len(plan))
+            publish_fact(live, keys, user, at_edit, f"lives in town {u}, near the station", basis(120 + u, dim),
+                         importance=0.6, key="location", value=f"town-{u}", edits=ids[5])
+            facts += 1
+            publish_fact(live, keys, user, at_edit + timedelta(hours=1), f"lives in city {u} again",
+                         basis(140 + u, dim), key="location", value=f"city-{u}", edits=ids[3])
 
         def causes() -> int:
             with psycopg.connect(live.pg_dsn(), autocommit=True) as conn:
@@ -409,9 +418,10 @@ def test_whatif_with_the_live_settings_reproduces_the_live_decisions(decided, no
     live, keys = decided
     report = whatif(live, "same", {}, keys=keys, progress=False).as_dict()
     assert report["decided_differently"] == 0 and report["examples"] == [], report["examples"]
-    assert report["causes"] >= 28
+    assert report["causes"] >= 32
     assert all(c["delta"] == 0 for c in report["decisions"].values()), report["decisions"]
     assert {"memory.created", "memory.linked", "memory.superseded", "memory.merged"} <= set(report["decisions"])
+    assert report["decisions"]["memory.superseded"]["live"] >= 8      # 4 new towns, 4 edits (4 edits ignored)
     assert report["memory"]["whatif"] == report["memory"]["live"]
     # the what-if ran under the live rules profile, and says so (the live decisions carry its hash)
     profiles = report["rules_profiles"]

@@ -44,8 +44,8 @@ from memstream.services.backend import Backend
 from memstream.services.memories import CURSOR_PATTERN
 from memstream.services.read_your_writes import log_topics as namespace_topics
 from schemas.events import Category
-from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, AgentId, Label, Metadata, RunId, SessionId, TaskId, Text,
-                            UserId, check_content, check_event_time, check_id)
+from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, METADATA_MAX_BYTES, AgentId, Label, Metadata, RunId, SessionId,
+                            TaskId, Text, UserId, check_content, check_event_time, check_id)
 
 log = logging.getLogger("memstream.api")
 
@@ -291,9 +291,30 @@ class MemoryPageOut(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
+def _edit_schema(schema: dict) -> None:
+    """The OpenAPI document says what the validator checks (so a generated client and schemathesis
+    know it): at least one field, only `metadata` may be null, and what check_metadata asks of its
+    values (schemas/limits.py; all but the 2,048-byte total, which JSON Schema cannot say)."""
+    schema["minProperties"] = 1
+    for shape in schema["properties"]["metadata"].get("anyOf", []):
+        if shape.get("type") == "object":
+            shape["additionalProperties"] = {"anyOf": [
+                {"type": "string", "pattern": CONTENT_PATTERN, "maxLength": METADATA_MAX_BYTES}, {"type": "boolean"},
+                {"type": "integer", "minimum": -2 ** 53, "maximum": 2 ** 53}, {"type": "number"}]}
+    for name in ("content", "category", "importance"):
+        prop = schema["properties"][name]
+        kept = [s for s in prop.pop("anyOf", []) if s.get("type") != "null"]
+        if len(kept) == 1:
+            prop.update(kept[0])
+        elif kept:
+            prop["anyOf"] = kept
+        prop.pop("default", None)
+
+
 class MemoryEditIn(BaseModel):
     """What an edit changes; every field left out is the memory's own (at least one is given)."""
-    model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
+    # extra="forbid": a misspelt field is a 422, not silently ignored
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_edit_schema)
     content: Text | None = Field(None, min_length=1, description="The new text (default: unchanged).")
     category: Category | None = Field(None, description="The new category (default: unchanged).")
     importance: float | None = Field(None, ge=0.0, le=1.0, description="The new importance (default: unchanged).")

@@ -5,7 +5,8 @@ nothing here publishes memory.recalled. `as_of` reads what memory held then (rep
 Memories as a resource (the HTTP API's /v1/memories and /v1/users/{user}/memories; issue 25):
 adding them (as turns to extract from, or memory.stated to keep as stated: either way a fact the
 memory processor decides), batches of turns with agent_id / run_id / metadata, one page of a user's
-memories under filters compiled to SQL (projections/memory_filters.py), one memory, its history.
+memories under filters compiled to SQL (projections/memory_filters.py), one memory, its history,
+and editing one (a memory.stated with `edits`: the memory processor makes it a new version).
 """
 from __future__ import annotations
 
