@@ -24,8 +24,9 @@ def test_chunks_summarised_and_idle_sessions_become_episodic_memories(settings, 
                                 if m["category"] == "episodic" and m["content"].startswith("Conversation on")],
                        timeout=120, what="an episodic memory of the first session")
     (ep,) = episode       # one: the second session is still open
-    assert ep["content"].startswith("Conversation on 2026-05-08: User: I spent the weekend repairing")
-    assert "sailboat" in ep["content"] and "Assistant: That sounds wonderful" in ep["content"]
+    # what the user said, in the third person; the assistant's lines are not something the user told
+    assert ep["content"].startswith("Conversation on 2026-05-08: User spent the weekend repairing their grandfather's sailboat")
+    assert "sailboat" in ep["content"] and "wonderful" not in ep["content"] and " I " not in ep["content"]
     with psycopg.connect(settings.pg_dsn()) as conn:   # tied to its session in the read model
         (session,) = conn.execute(f'SELECT session FROM "{settings.namespace}".memory_items WHERE memory_id = %s',
                                   (ep["memory_id"],)).fetchone()

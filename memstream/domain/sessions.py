@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstream.domain.statements import third_person_en
+
 DONE_CAP = 64
 LINE_CHARS = 80
 _CLAUSE_END = re.compile(r"[。！？!?；;，,\n]|\.(?:\s|$)")
@@ -129,13 +131,24 @@ def tell(state: SessionState, messages: list[list[Any]]) -> int:
     return state.episodes
 
 
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _as_said_by_user(text: str) -> str:
+    """A user line in the third person, as every memory is written ("I adopted a cat" → "User adopted
+    a cat", "我养了一只猫" → "用户养了一只猫"): a memory read later must not say "I" for the user."""
+    if _CJK.search(text):
+        return text.replace("我们", "用户和其他人").replace("我", "用户")
+    return third_person_en(text)
+
+
 def episode_content(day: str, messages: list[list[Any]], max_chars: int) -> str | None:
-    """An episode in words: the day, then each message (clipped), in order. None when the user
-    said nothing in it."""
-    if not any(m[2] == "user" and m[3].strip() for m in messages):
+    """An episode in words: the day, then what the user said (each line clipped, in the third
+    person), in order. The other speakers' lines are left out: an assistant's claim or question is
+    not something the user told (issue 30). None when the user said nothing in it."""
+    lines = [_as_said_by_user(_clip(m[3], EPISODE_LINE_CHARS)) for m in messages if m[2] == "user" and m[3].strip()]
+    if not lines:
         return None
-    lines = [f"{'User' if m[2] == 'user' else m[2].capitalize()}: {_clip(m[3], EPISODE_LINE_CHARS)}"
-             for m in messages if m[3].strip()]
     text = f"Conversation on {day}: " + " / ".join(lines)
     return text if len(text) <= max_chars else text[:max_chars - 1] + "…"
 

@@ -29,7 +29,10 @@ def test_an_episode_tells_each_message_once():
 def test_episode_content_needs_the_user_to_have_said_something():
     assert episode_content("2026-05-08", msgs("hello, how can I help?", role="assistant"), 600) is None
     text = episode_content("2026-05-08", msgs("I adopted a cat. She is called Miso") + msgs("Lovely!", role="assistant", start=5), 600)
-    assert text == "Conversation on 2026-05-08: User: I adopted a cat. She is called Miso / Assistant: Lovely!"
+    # the user's lines in the third person; the assistant's left out (not something the user told)
+    assert text == "Conversation on 2026-05-08: User adopted a cat. She is called Miso"
+    zh = episode_content("2026-05-08", msgs("我们去了杭州，我很喜欢") + msgs("你去过西湖吗？", role="assistant", start=5), 600)
+    assert zh == "Conversation on 2026-05-08: 用户和其他人去了杭州，用户很喜欢"
     assert len(episode_content("2026-05-08", msgs(*["word " * 40] * 30), 200)) == 200
 
 
