@@ -15,6 +15,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /opt/memstream
 # What pyproject.toml packages (its [tool.setuptools.packages.find]) plus what the build reads.
 COPY pyproject.toml README.md dev ./
+# memstream depends on the thin HTTP client (memstream-client), which ./dev install installs from here first.
+COPY clients/python ./clients/python
 COPY memstream ./memstream
 COPY schemas ./schemas
 COPY streams ./streams

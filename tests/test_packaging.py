@@ -37,6 +37,10 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+def canonical(requirement: str) -> str:
+    return requirement.lower().replace("_", "-")
+
+
 def sources(pkg: str, pattern: str) -> set[str]:
     return {p.relative_to(ROOT).as_posix() for p in (ROOT / pkg).rglob(pattern) if "__pycache__" not in p.parts}
 
@@ -51,7 +55,8 @@ def test_wheel_holds_every_module_and_the_package_data(wheel):
     assert sources("schemas", "json/*.json") <= names and "schemas/json/envelope.json" in names
     assert {f"memstream/stack/files/{f}" for f in STACK_FILES} <= names
     # and nothing that is not the product
-    assert not [n for n in names if n.split("/")[0] in ("tests", "bench", "docs", ".stack", ".venv")]
+    assert not [n for n in names if n.split("/")[0] in ("tests", "bench", "docs", ".stack", ".venv", "clients",
+                                                        "memstream_client")]
 
 
 def test_wheel_metadata_entry_point_and_extras(wheel):
@@ -65,6 +70,8 @@ def test_wheel_metadata_entry_point_and_extras(wheel):
     requires = meta.get_all("Requires-Dist")
     assert any(r.startswith("langgraph>=") and 'extra == "langgraph"' in r for r in requires), requires
     assert any(r.startswith("langchain-core>=") and 'extra == "langchain"' in r for r in requires), requires
+    # the HTTP SDK is the thin client's distribution (clients/python), a dependency, not a copy in this wheel
+    assert any(canonical(r).startswith("memstream-client") and "extra ==" not in r for r in requires), requires
     # the adapters' frameworks are extras, never what a plain `pip install memstream` pulls in
     assert not [r for r in requires if r.startswith("lang") and "extra ==" not in r]
 
