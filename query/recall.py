@@ -40,7 +40,7 @@ from memstream.metrics import timed_query
 from query.store import ReadModels
 
 COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, status, "
-           "terms, embedding, 1 - (embedding <=> %(q)s) AS sim")
+           "terms, embedding, agent_id, run_id, metadata, 1 - (embedding <=> %(q)s) AS sim")
 ARCHIVED = ("archived", "expired")     # `expired`: what projections said before forgetting archived
 ACTIVE_TIER = ("active",)
 BOTH_TIERS = ("active",) + ARCHIVED
@@ -83,6 +83,9 @@ class RecallHit:
     score: float
     why: dict = field(default_factory=dict)
     archived: bool = False
+    agent_id: str | None = None     # the memory's scope, as the memory list shows it
+    run_id: str | None = None
+    metadata: dict | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -364,7 +367,8 @@ def _score(r: dict, keyword: float | None, w: Weights, now: datetime, in_time: b
         score *= w.archived
         why["archived"] = True
     return RecallHit(r["memory_id"], r["content"], r["category"], list(r["tags"]), float(r["importance"]),
-                     r["created_at"].isoformat(), round(score, 6), why, archived)
+                     r["created_at"].isoformat(), round(score, 6), why, archived,
+                     r.get("agent_id"), r.get("run_id"), r.get("metadata"))
 
 
 def _expand(cur, models: ReadModels, seeds: list[RecallHit], where: sql.Composable, params: dict,
@@ -399,7 +403,8 @@ def _expand(cur, models: ReadModels, seeds: list[RecallHit], where: sql.Composab
             why["archived"] = True
         score = factor[r["memory_id"]] * (w.archived if archived else 1.0)
         out.append(RecallHit(r["memory_id"], r["content"], r["category"], list(r["tags"]), float(r["importance"]),
-                             r["created_at"].isoformat(), round(score, 6), why, archived))
+                             r["created_at"].isoformat(), round(score, 6), why, archived,
+                     r.get("agent_id"), r.get("run_id"), r.get("metadata")))
     return out
 
 

@@ -328,6 +328,7 @@ def test_schemathesis_no_5xx_and_conformance(settings):
             operation = op.ok()
             if (operation.method.upper(), operation.path) in (("POST", "/v1/turns"), ("POST", "/v1/steps"),
                                                               ("POST", "/v1/turns/batch"), ("POST", "/v1/memories"),
+                                                              ("POST", "/v1/tasks/start"), ("POST", "/v1/tasks/finish"),
                                                               ("DELETE", "/v1/users/{user}/memories")):
                 continue  # publishing random events: covered by the tests above and tests/test_memories_api.py, kept off the log
 

@@ -401,6 +401,9 @@ class RecallHitOut(BaseModel):
     score: Rounded
     archived: bool = Field(False, description="An archived (expired) memory, found in the archive tier; recalling it revives it.")
     why: dict
+    agent_id: str | None = None
+    run_id: str | None = None
+    metadata: dict | None = None
 
 
 class ContextIn(BaseModel):

@@ -101,6 +101,9 @@ class RecallHit(_Answer):
     score: float
     archived: bool = False
     why: dict[str, Any] = {}
+    agent_id: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class Context(_Answer):

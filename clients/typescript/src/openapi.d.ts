@@ -536,18 +536,19 @@ export interface components {
             /**
              * Category
              * @description The new category (default: unchanged).
+             * @enum {string}
              */
-            category?: ("identity" | "preference" | "fact" | "episodic" | "tool_failure" | "policy" | "general") | null;
+            category?: "identity" | "preference" | "fact" | "episodic" | "tool_failure" | "policy" | "general";
             /**
              * Content
              * @description The new text (default: unchanged).
              */
-            content?: string | null;
+            content?: string;
             /**
              * Importance
              * @description The new importance (default: unchanged).
              */
-            importance?: number | null;
+            importance?: number;
             /**
              * Metadata
              * @description The new flat metadata, replacing the old; null clears it (default: unchanged).
@@ -817,6 +818,8 @@ export interface components {
         };
         /** RecallHitOut */
         RecallHitOut: {
+            /** Agent Id */
+            agent_id?: string | null;
             /**
              * Archived
              * @description An archived (expired) memory, found in the archive tier; recalling it revives it.
@@ -836,6 +839,12 @@ export interface components {
             importance: number;
             /** Memory Id */
             memory_id: string;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** Run Id */
+            run_id?: string | null;
             /** Score */
             score: number;
             /** Tags */
