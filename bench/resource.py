@@ -125,13 +125,8 @@ class Api:
             time.sleep(0.2)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        from memstream.app.workers import stop_pipeline
+        stop_pipeline({"server": self.proc}, timeout=15)     # SIGTERM, a bounded wait, then kill
         self._log.close()
 
 
