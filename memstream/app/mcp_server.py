@@ -164,10 +164,10 @@ def _structured(result):
     text (what a model reads: no indentation to pay tokens for)."""
     if not isinstance(result, dict):
         return result
-    data = json.loads(_json(result))          # times as ISO text, as the text shows them
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False,
-                                                                            separators=(",", ":")))],
-                          structured_content=data)
+    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"),
+                      default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v))
+    # the structured content is the text read back: times as ISO text, exactly as the text shows them
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
 
 
 def _one_line(exc: ValidationError) -> str:
