@@ -58,12 +58,13 @@ class _Base:
         if key:     # none: the server's 401 says so
             self._headers["Authorization"] = f"Bearer {key}"
 
-    def _timeout_for(self, req: Req) -> httpx.Timeout:
-        """The read timeout, plus what the server may spend waiting for `after` (wait_s)."""
+    def _timeout_for(self, req: Req) -> tuple[float | None, float | None, float | None, float | None]:
+        """The read timeout, plus what the server may spend waiting for `after` (wait_s). As a plain
+        (connect, read, write, pool) tuple: every httpx-compatible transport takes one (a test's
+        in-process client need not share httpx's Timeout class)."""
         t = self._timeout
-        if not req.wait_s or t.read is None:
-            return t
-        return httpx.Timeout(connect=t.connect, read=t.read + req.wait_s, write=t.write, pool=t.pool)
+        read = t.read + req.wait_s if req.wait_s and t.read is not None else t.read
+        return (t.connect, read, t.write, t.pool)
 
     def _delay(self, attempt: int, resp: httpx.Response | None) -> float | None:
         """Seconds to wait before retrying, or None when this answer is final."""
