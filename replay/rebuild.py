@@ -60,14 +60,25 @@ make_projector = build_projector   # (name, settings, generation=None)
 
 @contextmanager
 def replay_lock(settings: Settings, purpose: str):
-    """One replay of a kind per namespace at a time (a session-level advisory lock)."""
+    """One replay of a kind per namespace at a time (a session-level advisory lock).
+
+    Released explicitly before the connection closes: closing only asks the server to end the
+    session, and its backend may still hold the lock for a moment on a loaded machine, so a second
+    replay started right after the first would be refused as "running" (seen in CI)."""
     conn = psycopg.connect(settings.pg_dsn(), autocommit=True)
     key = f"memstream-replay:{settings.namespace}:{purpose}"
+    held = False
     try:
-        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+        held = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
+        if not held:
             raise MemstreamError(f"another `replay` ({purpose}) of namespace {settings.namespace} is running")
         yield
     finally:
+        if held and not conn.closed:
+            try:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            except psycopg.Error:
+                pass   # a broken connection: its session, and so the lock, ends with it
         conn.close()
 
 

@@ -466,3 +466,19 @@ def test_whatif_on_the_command_line(decided):
     bad = subprocess.run(worker_command("x")[:3] + ["replay", "whatif", "--name", "cli", "--set", "no_such=1"],
                          env=env, capture_output=True, timeout=60)
     assert bad.returncode == 2 and b"not a setting" in bad.stderr
+
+
+def test_a_replay_lock_is_free_the_moment_the_replay_ends_and_held_while_it_runs(settings):
+    """Back-to-back replays (a rebuild, then another) are never refused as "running": the lock is
+    released before its connection closes, not when the server gets round to ending the session."""
+    from memstream.errors import MemstreamError
+    from replay.rebuild import replay_lock
+    for _ in range(200):
+        with replay_lock(settings, "lock-test"):
+            pass
+    with replay_lock(settings, "lock-test"):
+        with pytest.raises(MemstreamError, match="is running"):
+            with replay_lock(settings, "lock-test"):
+                pass
+    with replay_lock(settings, "lock-test"):
+        pass
