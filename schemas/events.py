@@ -433,11 +433,92 @@ class RulesAdopted(EventData):
     worker: str = Field("memory", max_length=64)
 
 
+# -- relational memory (#26): entities and relations, claimed by an extractor, decided once -------
+
+EntityType = Literal["person", "pet", "place", "organisation", "product", "event", "user"]
+Predicate = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z_]+$")]
+IsoDate = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+
+
+class EntityMention(BaseModel):
+    """An entity as a clause names it (memstream/domain/entities.py Mention)."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: EntityType
+    name: str | None = Field(None, min_length=1, max_length=200)
+    role: str | None = Field(None, min_length=1, max_length=40)
+    pronoun: str | None = Field(None, min_length=1, max_length=20)
+
+
+class RelationClaim(BaseModel):
+    """One relation a clause states (memstream/domain/entities.py RelationDraft)."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    subject: EntityMention
+    predicate: Predicate
+    object: EntityMention
+    negated: bool = False
+    ended: bool = False
+    event_date: IsoDate | None = None
+    evidence: str = Field("", max_length=1000)
+
+
+class RelationsExtracted(EventData):
+    TYPE = "relations.extracted"
+    VERSION = 1
+    SEALED = frozenset({"claims"})
+    DESCRIPTION = ("The relations an extractor read in one turn (facts topic): mentions as said (name, the user's "
+                   "relation word, or an unresolved pronoun); the memory processor resolves and decides them.")
+    source_turn: str
+    session: str | None = None
+    channel: Channel = "rule"
+    claims: list[RelationClaim] = Field(min_length=1, max_length=32)
+
+
+class EntityObserved(DecisionData):
+    TYPE = "entity.observed"
+    VERSION = 1
+    SEALED = frozenset({"name", "aliases"})
+    DESCRIPTION = ("An entity of the user's world, as now known (absolute: re-applying is idempotent): its type, "
+                   "name, the other names and relation words it goes by, and the turn that last taught something.")
+    entity_id: str
+    entity_type: EntityType
+    name: str | None = None
+    aliases: list[str] = []
+    source_turn: str
+
+
+class RelationAsserted(DecisionData):
+    TYPE = "relation.asserted"
+    VERSION = 1
+    SEALED = frozenset({"evidence"})
+    DESCRIPTION = ("A relation holds from `valid_from` (event time: the date the turn gave, else the turn's time); "
+                   "`subject_id` 'self' is the user. Provenance: the turn and the clause.")
+    relation_id: str
+    subject_id: str
+    predicate: Predicate
+    object_id: str
+    valid_from: datetime
+    source_turn: str
+    evidence: str = ""
+
+
+class RelationEnded(DecisionData):
+    TYPE = "relation.ended"
+    VERSION = 1
+    DESCRIPTION = ("A relation stopped holding at `valid_to` (event time): superseded by a newer one-at-a-time "
+                   "relation (`ended_by`), or ended by a statement. Never deleted: as-of reads still see it.")
+    relation_id: str
+    valid_to: datetime
+    reason: Literal["superseded", "stated", "negated"]
+    ended_by: str | None = None
+    source_turn: str
+
+
 ALL_EVENTS: tuple[type[EventData], ...] = (
     TurnRecordedV1, TurnRecorded, MemoryStated, TaskStarted, StepObserved, TaskFinished,
     FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
     DecayTicked, MemoryDecayed, MemoryMerged, MemoryDeduped, MemoryExpired, MemorySummarized, MemoryRecalled,
     MemoryForgotten, UserForgotten, SessionSummarized, MemoryRevived, RulesAdopted,
+    RelationsExtracted, EntityObserved, RelationAsserted, RelationEnded,
 )
 REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}
 LATEST: dict[str, type[EventData]] = {}
