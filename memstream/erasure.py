@@ -72,6 +72,8 @@ def delete_from_shadows(settings: Settings, users: list[str]) -> dict[str, int]:
         with driver.session() as session:
             n = session.run("MATCH (m:Memory) WHERE m.user IN $users AND m.ns STARTS WITH $prefix DETACH DELETE m "
                             "RETURN count(*) AS n", users=users, prefix=prefix).single()["n"]
+            n += session.run("MATCH (x:Entity) WHERE x.user IN $users AND x.ns STARTS WITH $prefix DETACH DELETE x "
+                             "RETURN count(*) AS n", users=users, prefix=prefix).single()["n"]
         if n:
             deleted["neo4j:shadows"] = n
     finally:

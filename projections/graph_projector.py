@@ -12,11 +12,18 @@ the transaction log again, and community edition has no procedure to checkpoint 
 (measured: see memstream/app/storage_scrub.py). Keeping the text out of the graph is what lets an
 erasure reach storage (the Postgres side is rewritten by the storage scrub).
 
+Relational memory (#26): (:Entity {ns, user, id, type}) nodes, the user's own entity (id "self",
+type "user") among them, and (:Entity)-[:RELATES {id, predicate, valid_from, valid_to,
+recorded_at}]->(:Entity) edges; ended relations keep their edge with valid_to set. As with
+memories, no name, alias or evidence is written here: readers look names up in Postgres
+(projections/relations.py, query/relations.py).
+
 The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 import orjson
 
@@ -34,6 +41,9 @@ SETUP = (
     "CREATE CONSTRAINT projector_position IF NOT EXISTS FOR (p:ProjectorPosition) REQUIRE p.key IS UNIQUE",
     "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.ns, m.user)",
     "CREATE INDEX erased_user IF NOT EXISTS FOR (e:ErasedUser) ON (e.ns, e.user)",
+    # entity ids are a user's own ("self" is every user's): unique per (ns, user, id)
+    "CREATE CONSTRAINT entity_ns_user_id IF NOT EXISTS FOR (x:Entity) REQUIRE (x.ns, x.user, x.id) IS UNIQUE",
+    "CREATE INDEX relates_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.id)",
     graph_generation.SETUP,
 )
 # Graphs written before the text left the graph: drop it from their nodes, a batch at a time
@@ -87,11 +97,14 @@ class GraphProjector(Projector):
                           "memory.linked": "link", "memory.superseded": "supersede", "user.forgotten": "erase",
                           "memory.decayed": "decay", "memory.merged": "merge", "memory.deduped": "dedup",
                           "memory.expired": "archive", "memory.summarized": "summarize", "memory.recalled": "recall",
-                          "memory.forgotten": "forget", "memory.revived": "revive"}))
+                          "memory.forgotten": "forget", "memory.revived": "revive",
+                          "entity.observed": "entity", "relation.asserted": "relate", "relation.ended": "unrelate"}))
     # Kinds written one statement per batch where log order allows (projections/batching.py).
     # In the graph a reinforcement sets node properties, a supersession a status and an edge, a link
     # another edge: on the same memory they commute.
     GROUPED = Grouping(("create", "reinforce", "supersede", "link"), commute=("reinforce", "supersede", "link"))
+    # relational memory's kinds: times as ISO text, like the memories' (`at`)
+    RELATIONAL = frozenset({"entity", "relate", "unrelate"})
     # Consolidation and forgetting. A retired memory keeps its node and edges (status merged/deduped,
     # plus an edge to the survivor); an archived one (memory.expired) keeps them too, with status
     # archived, until memory.revived makes it active again; only a forgotten one is DETACH DELETEd.
@@ -118,6 +131,18 @@ class GraphProjector(Projector):
                   "WHERE m.user = r.user SET m.last_accessed_at = " + _LATER,
         "forget": "UNWIND $rows AS r UNWIND r.memory_ids AS mid MATCH (m:Memory {ns: $ns, id: mid}) "
                   "WHERE m.user = r.user DETACH DELETE m",
+        # relational memory (#26): ids, types and validity only (names stay in Postgres)
+        "entity": "UNWIND $rows AS r MERGE (x:Entity {ns: $ns, user: r.user, id: r.entity_id}) "
+                  "SET x.type = r.entity_type",
+        "relate": "UNWIND $rows AS r "
+                  "MERGE (a:Entity {ns: $ns, user: r.user, id: r.subject_id}) "
+                  "ON CREATE SET a.type = CASE WHEN r.subject_id = 'self' THEN 'user' ELSE null END "
+                  "MERGE (b:Entity {ns: $ns, user: r.user, id: r.object_id}) "
+                  "ON CREATE SET b.type = CASE WHEN r.object_id = 'self' THEN 'user' ELSE null END "
+                  "MERGE (a)-[e:RELATES {id: r.relation_id}]->(b) ON CREATE SET e.predicate = r.predicate, "
+                  "e.valid_from = r.valid_from, e.recorded_at = r.at",
+        "unrelate": "UNWIND $rows AS r MATCH (a:Entity {ns: $ns, user: r.user})-[e:RELATES {id: r.relation_id}]->() "
+                    "SET e.valid_to = r.valid_to",
     }
 
     def apply(self, items: list[Item], positions: dict[TopicPart, int],
@@ -142,9 +167,14 @@ class GraphProjector(Projector):
                 if kind == "erase":
                     tx.run("UNWIND $users AS u MATCH (m:Memory {ns: $ns, user: u}) DETACH DELETE m",
                            users=[i.event.user for i in run], ns=self.ns).consume()
+                    tx.run("UNWIND $users AS u MATCH (x:Entity {ns: $ns, user: u}) DETACH DELETE x",
+                           users=[i.event.user for i in run], ns=self.ns).consume()
                     continue
-                rows = [{"user": i.event.user, "at": i.event.time.isoformat(), **i.event.data.model_dump(exclude=PERSONAL | i.event.data.SEALED)}
+                rows = [{"user": i.event.user, "at": i.event.time.isoformat(),
+                         **i.event.data.model_dump(exclude=PERSONAL | i.event.data.SEALED)}
                         for i in run]
+                if kind in self.RELATIONAL:
+                    rows = [{k: v.isoformat() if isinstance(v, datetime) else v for k, v in r.items()} for r in rows]
                 if kind == "create":
                     tx.run("UNWIND $rows AS r MERGE (m:Memory {ns: $ns, id: r.memory_id}) "
                            "ON CREATE SET m.user = r.user, m.category = r.category, "
@@ -201,10 +231,18 @@ class GraphProjector(Projector):
             nodes = s.run("MATCH (m:Memory {ns: $ns}) RETURN m.id AS id, properties(m) AS p ORDER BY id", ns=self.ns).data()
             edges = s.run("MATCH (a:Memory {ns: $ns})-[e]->(b:Memory) RETURN type(e) AS t, a.id AS a, b.id AS b, "
                           "properties(e) AS p ORDER BY t, a, b", ns=self.ns).data()
-        for n in nodes:
+            entities = s.run("MATCH (x:Entity {ns: $ns}) RETURN x.user AS u, x.id AS id, properties(x) AS p "
+                             "ORDER BY u, id", ns=self.ns).data()
+            relates = s.run("MATCH (a:Entity {ns: $ns})-[e:RELATES]->(b:Entity) RETURN a.user AS u, e.id AS id, "
+                            "a.id AS a, b.id AS b, properties(e) AS p ORDER BY u, id", ns=self.ns).data()
+        for n in nodes + entities:
             n["p"].pop("ns", None)
         blob = orjson.dumps([nodes, edges], option=orjson.OPT_SORT_KEYS)
-        return f"nodes:{len(nodes)} edges:{len(edges)} {hashlib.md5(blob).hexdigest()}"
+        out = f"nodes:{len(nodes)} edges:{len(edges)} {hashlib.md5(blob).hexdigest()}"
+        if entities or relates:   # a graph without relational memory keeps the checksum it had
+            rel = orjson.dumps([entities, relates], option=orjson.OPT_SORT_KEYS)
+            out += f" entities:{len(entities)} relates:{len(relates)} {hashlib.md5(rel).hexdigest()}"
+        return out
 
     def close(self) -> None:
         if self.driver is not None:

@@ -5,6 +5,7 @@ from memstream.config import Settings
 from projections.audit_index import AuditIndexProjector
 from projections.graph_projector import GraphProjector
 from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
+from projections.relations import RelationsProjector
 from projections.runner import Projector
 from projections.session_windows import SessionWindowsProjector
 from projections.task_buffers import TaskBuffersProjector
@@ -13,6 +14,7 @@ PROJECTOR_TYPES: dict[str, type[Projector]] = {
     "kv-preferences": PreferencesProjector, "pgvector-items": MemoryItemsProjector,
     "neo4j-graph": GraphProjector, "task-buffers": TaskBuffersProjector,
     "session-windows": SessionWindowsProjector, "audit-index": AuditIndexProjector,
+    "pg-relations": RelationsProjector,
 }
 PROJECTORS = tuple(PROJECTOR_TYPES)
 

@@ -16,7 +16,7 @@ from query.store import ReadModels
 # Which projectors each query reads, and which topics each projector consumes directly.
 PROJECTOR_TOPICS = {
     "kv-preferences": ("memory",), "pgvector-items": ("memory",), "neo4j-graph": ("memory",),
-    "task-buffers": ("tasks",), "session-windows": ("turns",),
+    "task-buffers": ("tasks",), "session-windows": ("turns",), "pg-relations": ("memory",),
 }
 
 

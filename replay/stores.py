@@ -49,6 +49,7 @@ OWNED_TABLES: dict[str, tuple[str, ...]] = {
     "task-buffers": ("task_buffer_tasks", "task_buffer_steps", "task_buffer_erasures"),
     "session-windows": ("session_messages", "session_window_erasures", "session_summaries"),
     "audit-index": ("audit_events",),
+    "pg-relations": ("entities", "relations", "relation_erasures"),
 }
 GRAPH = "neo4j-graph"
 # Index methods no projector's writes use (they serve queries): built after a bulk load, not per row.
@@ -187,6 +188,12 @@ def delete_generation(driver, generation: str, batch: int = 10_000) -> int:
     with driver.session() as s:
         while True:
             n = s.run("MATCH (m:Memory {ns: $ns}) WITH m LIMIT $b DETACH DELETE m RETURN count(*) AS n",
+                      ns=generation, b=batch).single()["n"]
+            deleted += n
+            if n < batch:
+                break
+        while True:   # relational memory's entities (#26), with their RELATES edges
+            n = s.run("MATCH (x:Entity {ns: $ns}) WITH x LIMIT $b DETACH DELETE x RETURN count(*) AS n",
                       ns=generation, b=batch).single()["n"]
             deleted += n
             if n < batch:

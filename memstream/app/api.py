@@ -38,7 +38,7 @@ from memstream.config import Settings, get_settings
 from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotActive, NotAuthenticated, PositionPastEnd, Timeout,
                               UserErased)
 from memstream.privacy.tenants import NotYours, Principal
-from memstream.services import audit, context, erase, forget, memories, profile, recall, remember, short_term
+from memstream.services import audit, context, erase, forget, memories, profile, recall, relations, remember, short_term
 from memstream.services.access import authenticate
 from memstream.services.backend import Backend
 from memstream.services.memories import CURSOR_PATTERN
@@ -346,6 +346,81 @@ class MemoryHistoryOut(BaseModel):
     parents: list[str | None] = Field(description="Memories it superseded or absorbed (merges).")
 
 
+# -- relational memory (#26): entities and relations (memstream/services/relations.py) -------------
+
+EntityRef = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ID_PATTERN}),
+                      AfterValidator(lambda v: check_id(v, "entity"))]
+EntityRefDoc = ("An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` "
+                "(whom the user's relation of that word points to, e.g. `role:sister`).")
+
+
+class RelationEndOut(BaseModel):
+    reason: str | None = Field(description="superseded, stated or negated.")
+    ended_by: str | None = Field(None, description="The relation that superseded it, if any.")
+    recorded_at: datetime | None = Field(None, description="Event time of the ending.")
+    source_turn: str | None = Field(None, description="The turn that ended it.")
+
+
+class RelationOut(BaseModel):
+    relation_id: str
+    subject_id: str = Field(description="An entity id; `self` is the user.")
+    subject_name: str | None = None
+    predicate: str
+    object_id: str
+    object_name: str | None = None
+    group: str | None = Field(None, description="family, partner, social, work, place, possession, participation, "
+                                                "identity.")
+    text: str | None = Field(None, description="The relation as an English sentence.")
+    current: bool
+    valid_from: datetime = Field(description="Holds from (event time).")
+    valid_to: datetime | None = Field(None, description="Held until (event time); null while current.")
+    recorded_at: datetime = Field(description="Event time of the assertion.")
+    source_turn: str = Field(description="The turn that asserted it (provenance).")
+    evidence: str = Field("", description="The clause it was read from.")
+    ended: RelationEndOut | None = None
+    forward: bool | None = Field(None, description="In a path: walked from subject to object (else backwards).")
+
+
+class EntityOut(BaseModel):
+    entity_id: str
+    entity_type: str
+    name: str | None = None
+    aliases: list[str] = []
+    source_turn: str | None = None
+    updated_at: datetime | None = None
+
+
+class EntityListItemOut(EntityOut):
+    relations_to_user: list[RelationOut] = Field(description="Its current relations with the user, either direction.")
+
+
+class EntitiesOut(BaseModel):
+    user: str
+    entities: list[EntityListItemOut]
+
+
+class EntityDetailOut(EntityOut):
+    user: str
+    as_of: datetime | None = None
+    relations: list[RelationOut] = Field(description="All its relations, both directions: current and ended "
+                                                     "(with `as_of`: those holding then).")
+
+
+class RelationsOut(BaseModel):
+    user: str
+    as_of: datetime | None = None
+    relations: list[RelationOut]
+    answer: str | None = Field(None, description="The relations as sentences, joined.")
+
+
+class RelationPathOut(RelationsOut):
+    from_: str = Field(alias="from")
+    to: str
+    found: bool
+    hops: int
+    model_config = ConfigDict(populate_by_name=True)
+
+
 class StepIn(BaseModel):
     model_config = ConfigDict(extra="forbid")   # a misspelt field is a 422, not silently ignored
     user: ApiUserId
@@ -597,6 +672,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Erasure is final: nothing can be sealed for this user again (memstream/privacy/keystore.py).
         return JSONResponse(status_code=410, content={"error": "this user was erased; nothing can be recorded for them"})
 
+    @app.exception_handler(relations.UnknownEntity)
+    async def unknown_entity(request: Request, exc: relations.UnknownEntity):
+        return JSONResponse(status_code=404, content={"error": str(exc)})
+
     @app.exception_handler(NotYours)
     async def not_yours(request: Request, exc: NotYours):
         return JSONResponse(status_code=404, content={"error": "not found"})
@@ -721,6 +800,59 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                      "edit its active version"}})
     async def edit_memory_route(user: UserParam, memory_id: MemoryIdParam, body: MemoryEdit, p: Writer) -> dict:
         return await memories.edit(backend(), p, user, memory_id, **body.model_dump(exclude_unset=True))
+
+    # -- relational memory (#26): entities and relations, read from pg-relations ----------------------
+    RefQ = Annotated[EntityRef | None, Query(description=EntityRefDoc)]
+
+    @app.get("/v1/users/{user}/entities", response_model=EntitiesOut, summary="A user's entities",
+             description="The people, places, organisations … the user spoke of, by name, each with its current "
+                         "relations to the user.", responses=_responses(409, 422, 503))
+    async def entities_route(user: UserParam, p: Reader,
+                             type: Annotated[Literal["person", "pet", "place", "organisation", "product", "event",
+                                                     "user"] | None, Query(description="Only entities of this type.")] = None,
+                             after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
+        return await relations.entities(backend(), p, user, type, after=after, wait_s=wait_s)
+
+    @app.get("/v1/users/{user}/entities/{entity_id}", response_model=EntityDetailOut, response_model_by_alias=True,
+             summary="One entity with all its relations",
+             description="Both directions, current and ended with their validity; with `as_of`, those holding "
+                         "then. `entity_id` may also be a name, `self` or `role:<word>`.",
+             responses=_responses(409, 422, 503))
+    async def entity_route(user: UserParam, entity_id: Annotated[EntityRef, Path(description=EntityRefDoc)], p: Reader,
+                           as_of: Annotated[IsoTime | None, Query(description="Relations holding at this time "
+                                                                              "(event time).")] = None,
+                           after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
+        return await relations.entity(backend(), p, user, entity_id, as_of, after=after, wait_s=wait_s)
+
+    @app.get("/v1/users/{user}/relations", response_model=RelationsOut, summary="A user's relations, filtered, as of a time",
+             description="Relations holding now (or at `as_of`: valid_from <= t and (valid_to is null or valid_to > t)), "
+                         "under the filters, ANDed. `group=family` takes kin and partners. \"Where does the user's "
+                         "sister live\": `subject=role:sister&predicate=lives_in`.",
+             responses=_responses(409, 422, 503))
+    async def relations_route(user: UserParam, p: Reader,
+                              predicate: Annotated[str | None, Query(min_length=1, max_length=40,
+                                                                     pattern=r"^[a-z_]+$")] = None,
+                              group: Annotated[Literal["family", "partner", "social", "work", "place", "possession",
+                                                       "participation", "identity"] | None, Query()] = None,
+                              subject: RefQ = None, object: RefQ = None,
+                              as_of: Annotated[IsoTime | None, Query(description="Relations holding at this time "
+                                                                                 "(event time).")] = None,
+                              after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
+        return await relations.relations(backend(), p, user, predicate=predicate, group=group, subject=subject,
+                                         obj=object, as_of=as_of, after=after, wait_s=wait_s)
+
+    @app.get("/v1/users/{user}/relations/path", response_model=RelationPathOut, response_model_by_alias=True,
+             summary="How two entities are related (a path of at most max_hops relations)",
+             description="The shortest chain of relations, either direction, holding now or at `as_of`.",
+             responses=_responses(409, 422, 503))
+    async def relation_path_route(user: UserParam, p: Reader,
+                                  from_: Annotated[EntityRef, Query(alias="from", description=EntityRefDoc)],
+                                  to: Annotated[EntityRef, Query(description=EntityRefDoc)],
+                                  max_hops: Annotated[int, Query(ge=1, le=relations.MAX_HOPS)] = relations.MAX_HOPS,
+                                  as_of: Annotated[IsoTime | None, Query(description="Relations holding at this time "
+                                                                                     "(event time).")] = None,
+                                  after: AfterQ = None, wait_s: WaitQ = default_wait) -> dict:
+        return await relations.path(backend(), p, user, from_, to, max_hops, as_of, after=after, wait_s=wait_s)
 
     @app.post("/v1/steps", response_model=Position, status_code=201, summary="Publish a task step",
               responses=_responses(410, 413, 422, 503))

@@ -12,7 +12,7 @@ from memstream.errors import MemstreamError
 # source (PROJECTORS); importing it loads every projector and its store clients (~0.5 s of CPU),
 # so argument parsing keeps this copy and tests/fast/test_cli_startup.py checks the two agree.
 PROJECTOR_NAMES = ("kv-preferences", "pgvector-items", "neo4j-graph", "task-buffers", "session-windows",
-                   "audit-index")
+                   "audit-index", "pg-relations")
 
 
 def get_settings():

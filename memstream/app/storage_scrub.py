@@ -12,7 +12,8 @@ this scrub after the erasure (`memstream erase scrub` runs it alone):
  1. wait until every Postgres projector of the namespace has applied the `user.erased` event
     (its stored position on that memory-topic partition is past it): the rows are deleted;
  2. rewrite the live tables that hold personal content, online: a `replay rebuild --from now` of
-    the content projections (kv-preferences, pgvector-items, task-buffers, session-windows).
+    the content projections (kv-preferences, pgvector-items, task-buffers, session-windows,
+    pg-relations: entity names, aliases, relation evidence).
     The shadow starts as a copy of the live tables (new files, without the deleted rows), its
     HNSW and GIN indexes are built while readers and writers carry on, then, with those
     projectors' writers held for the catch-up, it is swapped in and the old tables are dropped
@@ -64,7 +65,7 @@ from replay import stores
 
 # The projections whose tables hold personal content (turn text, facts, memory content and
 # embeddings, preference keys and values, task goals and steps, summaries).
-CONTENT_PROJECTIONS = ("kv-preferences", "pgvector-items", "task-buffers", "session-windows")
+CONTENT_PROJECTIONS = ("kv-preferences", "pgvector-items", "task-buffers", "session-windows", "pg-relations")
 # Their tables, less the erasure tombstones (ids only; a shadow must keep them).
 CONTENT_TABLES = tuple(t for n in CONTENT_PROJECTIONS for t in stores.OWNED_TABLES[n] if not t.endswith("_erasures"))
 

@@ -21,6 +21,7 @@ PREFERENCE_READS = ("kv-preferences",)
 PROFILE_READS = RECALL_READS + PREFERENCE_READS
 TASK_READS = ("task-buffers",)
 SESSION_READS = ("session-windows",)
+RELATION_READS = ("pg-relations",)
 CONTEXT_READS = PROFILE_READS + SESSION_READS + TASK_READS   # query/context.py: every slot
 
 
