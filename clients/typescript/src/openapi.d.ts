@@ -255,6 +255,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user}/entities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A user's entities
+         * @description The people, places, organisations … the user spoke of, by name, each with its current relations to the user.
+         */
+        get: operations["entities_route_v1_users__user__entities_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user}/entities/{entity_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One entity with all its relations
+         * @description Both directions, current and ended with their validity; with `as_of`, those holding then. `entity_id` may also be a name, `self` or `role:<word>`.
+         */
+        get: operations["entity_route_v1_users__user__entities__entity_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user}/memories": {
         parameters: {
             query?: never;
@@ -352,6 +392,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user}/relations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A user's relations, filtered, as of a time
+         * @description Relations holding now (or at `as_of`: valid_from <= t and (valid_to is null or valid_to > t)), under the filters, ANDed. `group=family` takes kin and partners. "Where does the user's sister live": `subject=role:sister&predicate=lives_in`.
+         */
+        get: operations["relations_route_v1_users__user__relations_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user}/relations/path": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How two entities are related (a path of at most max_hops relations)
+         * @description The shortest chain of relations, either direction, holding now or at `as_of`.
+         */
+        get: operations["relation_path_route_v1_users__user__relations_path_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user}/sessions/{session}": {
         parameters: {
             query?: never;
@@ -436,6 +516,63 @@ export interface components {
             };
             /** Text */
             text: string;
+        };
+        /** EntitiesOut */
+        EntitiesOut: {
+            /** Entities */
+            entities: components["schemas"]["EntityListItemOut"][];
+            /** User */
+            user: string;
+        };
+        /** EntityDetailOut */
+        EntityDetailOut: {
+            /**
+             * Aliases
+             * @default []
+             */
+            aliases?: string[];
+            /** As Of */
+            as_of?: string | null;
+            /** Entity Id */
+            entity_id: string;
+            /** Entity Type */
+            entity_type: string;
+            /** Name */
+            name?: string | null;
+            /**
+             * Relations
+             * @description All its relations, both directions: current and ended (with `as_of`: those holding then).
+             */
+            relations: components["schemas"]["RelationOut"][];
+            /** Source Turn */
+            source_turn?: string | null;
+            /** Updated At */
+            updated_at?: string | null;
+            /** User */
+            user: string;
+        };
+        /** EntityListItemOut */
+        EntityListItemOut: {
+            /**
+             * Aliases
+             * @default []
+             */
+            aliases?: string[];
+            /** Entity Id */
+            entity_id: string;
+            /** Entity Type */
+            entity_type: string;
+            /** Name */
+            name?: string | null;
+            /**
+             * Relations To User
+             * @description Its current relations with the user, either direction.
+             */
+            relations_to_user: components["schemas"]["RelationOut"][];
+            /** Source Turn */
+            source_turn?: string | null;
+            /** Updated At */
+            updated_at?: string | null;
         };
         /** ErrorOut */
         ErrorOut: {
@@ -902,6 +1039,129 @@ export interface components {
              * @default 5
              */
             wait_s?: number;
+        };
+        /** RelationEndOut */
+        RelationEndOut: {
+            /**
+             * Ended By
+             * @description The relation that superseded it, if any.
+             */
+            ended_by?: string | null;
+            /**
+             * Reason
+             * @description superseded, stated or negated.
+             */
+            reason: string | null;
+            /**
+             * Recorded At
+             * @description Event time of the ending.
+             */
+            recorded_at?: string | null;
+            /**
+             * Source Turn
+             * @description The turn that ended it.
+             */
+            source_turn?: string | null;
+        };
+        /** RelationOut */
+        RelationOut: {
+            /** Current */
+            current: boolean;
+            ended?: components["schemas"]["RelationEndOut"] | null;
+            /**
+             * Evidence
+             * @description The clause it was read from.
+             * @default
+             */
+            evidence?: string;
+            /**
+             * Forward
+             * @description In a path: walked from subject to object (else backwards).
+             */
+            forward?: boolean | null;
+            /**
+             * Group
+             * @description family, partner, social, work, place, possession, participation, identity.
+             */
+            group?: string | null;
+            /** Object Id */
+            object_id: string;
+            /** Object Name */
+            object_name?: string | null;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Recorded At
+             * Format: date-time
+             * @description Event time of the assertion.
+             */
+            recorded_at: string;
+            /** Relation Id */
+            relation_id: string;
+            /**
+             * Source Turn
+             * @description The turn that asserted it (provenance).
+             */
+            source_turn: string;
+            /**
+             * Subject Id
+             * @description An entity id; `self` is the user.
+             */
+            subject_id: string;
+            /** Subject Name */
+            subject_name?: string | null;
+            /**
+             * Text
+             * @description The relation as an English sentence.
+             */
+            text?: string | null;
+            /**
+             * Valid From
+             * Format: date-time
+             * @description Holds from (event time).
+             */
+            valid_from: string;
+            /**
+             * Valid To
+             * @description Held until (event time); null while current.
+             */
+            valid_to?: string | null;
+        };
+        /** RelationPathOut */
+        RelationPathOut: {
+            /**
+             * Answer
+             * @description The relations as sentences, joined.
+             */
+            answer?: string | null;
+            /** As Of */
+            as_of?: string | null;
+            /** Found */
+            found: boolean;
+            /** From */
+            from: string;
+            /** Hops */
+            hops: number;
+            /** Relations */
+            relations: components["schemas"]["RelationOut"][];
+            /** To */
+            to: string;
+            /** User */
+            user: string;
+        };
+        /** RelationsOut */
+        RelationsOut: {
+            /**
+             * Answer
+             * @description The relations as sentences, joined.
+             */
+            answer?: string | null;
+            /** As Of */
+            as_of?: string | null;
+            /** Relations */
+            relations: components["schemas"]["RelationOut"][];
+            /** User */
+            user: string;
         };
         /** StepIn */
         StepIn: {
@@ -2078,6 +2338,176 @@ export interface operations {
             };
         };
     };
+    entities_route_v1_users__user__entities_get: {
+        parameters: {
+            query?: {
+                /** @description Position token from a publish: wait until it is applied (read your writes). */
+                after?: string | null;
+                /** @description Only entities of this type. */
+                type?: ("person" | "pet" | "place" | "organisation" | "product" | "event" | "user") | null;
+                /** @description Most seconds to wait for `after` (at most 30). */
+                wait_s?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The user every result is scoped to (1-200 printable characters). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntitiesOut"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The API key lacks a scope this needs (named) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not found, or not reachable with this API key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description `after` is past the end of the log: no publish returned that position */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input: `problems` names each field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    entity_route_v1_users__user__entities__entity_id__get: {
+        parameters: {
+            query?: {
+                /** @description Position token from a publish: wait until it is applied (read your writes). */
+                after?: string | null;
+                /** @description Relations holding at this time (event time). */
+                as_of?: string | null;
+                /** @description Most seconds to wait for `after` (at most 30). */
+                wait_s?: number;
+            };
+            header?: never;
+            path: {
+                /** @description An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` (whom the user's relation of that word points to, e.g. `role:sister`). */
+                entity_id: string;
+                /** @description The user every result is scoped to (1-200 printable characters). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntityDetailOut"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The API key lacks a scope this needs (named) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not found, or not reachable with this API key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description `after` is past the end of the log: no publish returned that position */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input: `problems` names each field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
     list_memories_route_v1_users__user__memories_get: {
         parameters: {
             query?: {
@@ -2693,6 +3123,185 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The API key lacks a scope this needs (named) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not found, or not reachable with this API key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description `after` is past the end of the log: no publish returned that position */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input: `problems` names each field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    relations_route_v1_users__user__relations_get: {
+        parameters: {
+            query?: {
+                /** @description Position token from a publish: wait until it is applied (read your writes). */
+                after?: string | null;
+                /** @description Relations holding at this time (event time). */
+                as_of?: string | null;
+                group?: ("family" | "partner" | "social" | "work" | "place" | "possession" | "participation" | "identity") | null;
+                /** @description An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` (whom the user's relation of that word points to, e.g. `role:sister`). */
+                object?: string | null;
+                predicate?: string | null;
+                /** @description An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` (whom the user's relation of that word points to, e.g. `role:sister`). */
+                subject?: string | null;
+                /** @description Most seconds to wait for `after` (at most 30). */
+                wait_s?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The user every result is scoped to (1-200 printable characters). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RelationsOut"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The API key lacks a scope this needs (named) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not found, or not reachable with this API key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description `after` is past the end of the log: no publish returned that position */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input: `problems` names each field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    relation_path_route_v1_users__user__relations_path_get: {
+        parameters: {
+            query: {
+                /** @description Position token from a publish: wait until it is applied (read your writes). */
+                after?: string | null;
+                /** @description Relations holding at this time (event time). */
+                as_of?: string | null;
+                /** @description An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` (whom the user's relation of that word points to, e.g. `role:sister`). */
+                from: string;
+                max_hops?: number;
+                /** @description An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` (whom the user's relation of that word points to, e.g. `role:sister`). */
+                to: string;
+                /** @description Most seconds to wait for `after` (at most 30). */
+                wait_s?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The user every result is scoped to (1-200 printable characters). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RelationPathOut"];
                 };
             };
             /** @description No API key, or an unknown or revoked one */
