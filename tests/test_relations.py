@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstream.app.api import create_app
+from memstream_client import MemstreamClient, NotFound, Relations
 from memstream.privacy.keystore import KeyStore
 from memstream.services import relations as svc
 from projections.registry import build_projector, checksums
@@ -179,6 +180,20 @@ def test_the_http_routes(world):
         assert r.status_code == 422, r.text
         r = http.get(f"/v1/users/{a}/relations", params={"group": "enemies"})
         assert r.status_code == 422, r.text
+        # the Python client's typed answers, over the same in-process app
+        mem = MemstreamClient("http://t")
+        mem._http = http
+        sister = mem.relations(a, subject="role:sister", predicate="lives_in")
+        assert isinstance(sister, Relations) and [x.object_name for x in sister.relations] == ["Berlin"]
+        assert sister.relations[0].valid_from == t(2022, 6) and sister.relations[0].source_turn == "turn-r4"
+        before = mem.relations(a, subject="Ana", predicate="lives_in", as_of=t(2021))
+        assert before.relations[0].ended is not None and before.relations[0].ended.ended_by == "r4"
+        way = mem.relation_path(a, "self", "Berlin", max_hops=2)
+        assert (way.found, way.hops, way.from_) == (True, 2, "self")
+        assert {e.name for e in mem.entities(a, type="person").entities} == {"Ana", "Bob"}
+        assert mem.entity(a, "role:sister").name == "Ana"
+        with pytest.raises(NotFound):
+            mem.entity(a, "nobody")
 
 
 def test_a_rebuild_equals_live_then_erasure_drops_the_users_rows(world, no_embedder):

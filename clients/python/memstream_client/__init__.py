@@ -11,8 +11,9 @@ from memstream_client._version import __version__
 from memstream_client.client import AsyncMemstreamClient, MemstreamClient
 from memstream_client.errors import (AccessDenied, Conflict, Gone, InvalidInput, MemstreamError, NotFound,
                                      Unavailable)
-from memstream_client.models import (AddResult, Context, Forgotten, Memory, MemoryHistory, MemoryPage, Message,
-                                     Position, Preference, Profile, ProfileMemory, RecallHit, SessionMessage,
+from memstream_client.models import (AddResult, Context, Entities, Entity, EntityDetail, Forgotten, Memory,
+                                     MemoryHistory, MemoryPage, Message, Position, Preference, Profile, ProfileMemory,
+                                     RecallHit, Relation, RelationEnd, RelationPath, Relations, SessionMessage,
                                      SessionWindow, TaskStep, TaskSteps, Turn, UpdateResult)
 
 __all__ = [
@@ -20,5 +21,6 @@ __all__ = [
     "MemstreamError", "InvalidInput", "AccessDenied", "NotFound", "Conflict", "Gone", "Unavailable",
     "Position", "AddResult", "UpdateResult", "Forgotten", "Memory", "MemoryPage", "MemoryHistory", "RecallHit",
     "Context", "Profile", "ProfileMemory", "Preference", "SessionWindow", "SessionMessage", "TaskSteps",
-    "TaskStep", "Message", "Turn",
+    "TaskStep", "Message", "Turn", "Entities", "Entity", "EntityDetail", "Relation", "RelationEnd", "Relations",
+    "RelationPath",
 ]

@@ -22,9 +22,10 @@ from memstream_client import _requests as r
 from memstream_client._requests import Req
 from memstream_client._version import __version__
 from memstream_client.errors import InvalidInput, Unavailable
-from memstream_client.models import (AddResult, Category, Context, Forgotten, Memory, MemoryHistory, MemoryPage,
-                                     Message, Metadata, Position, Preference, Profile, RecallHit, Role,
-                                     SessionWindow, Status, TaskSteps, Turn, UpdateResult)
+from memstream_client.models import (AddResult, Category, Context, Entities, EntityDetail, Forgotten, Memory,
+                                     MemoryHistory, MemoryPage, Message, Metadata, Position, Preference, Profile,
+                                     RecallHit, RelationPath, Relations, Role, SessionWindow, Status, TaskSteps, Turn,
+                                     UpdateResult)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 After = str | Position | None
@@ -403,6 +404,34 @@ class MemstreamClient(_Base):
         got = self._send(self._user_view(user, "/preferences", after, wait_s, as_of))
         return {k: Preference.model_validate(v) for k, v in got.items()}
 
+    # -- relational memory: entities and relations ------------------------------------------------
+    def entities(self, user: str, *, type: str | None = None, after: After = None,
+                 wait_s: float | None = None) -> Entities:
+        """The user's entities (of one type if given), each with its current relations to the user."""
+        return Entities.model_validate(self._send(self._user_view(user, "/entities", after, wait_s, None, type=type)))
+
+    def entity(self, user: str, entity: str, *, as_of: datetime | str | None = None, after: After = None,
+               wait_s: float | None = None) -> EntityDetail:
+        """One entity (an id, a name, `self` or `role:<word>`) with all its relations (NotFound if unknown)."""
+        return EntityDetail.model_validate(self._send(self._user_view(
+            user, f"/entities/{r.seg(entity, 'entity')}", after, wait_s, as_of)))
+
+    def relations(self, user: str, *, predicate: str | None = None, group: str | None = None,
+                  subject: str | None = None, object: str | None = None, as_of: datetime | str | None = None,
+                  after: After = None, wait_s: float | None = None) -> Relations:
+        """Relations holding now (or at `as_of`) under the filters; subject/object: an id, `self`, a name or
+        `role:<word>` (`relations(u, subject="role:sister", predicate="lives_in")`)."""
+        return Relations.model_validate(self._send(self._user_view(
+            user, "/relations", after, wait_s, as_of, predicate=predicate, group=group, subject=subject,
+            object=object)))
+
+    def relation_path(self, user: str, source: str, target: str, *, max_hops: int | None = None,
+                      as_of: datetime | str | None = None, after: After = None,
+                      wait_s: float | None = None) -> RelationPath:
+        """How two entities are related: the shortest chain of at most `max_hops` (1-3) relations."""
+        return RelationPath.model_validate(self._send(self._user_view(
+            user, "/relations/path", after, wait_s, as_of, max_hops=max_hops, **{"from": source, "to": target})))
+
     def session(self, user: str, session: str, *, after: After = None, wait_s: float | None = None) -> SessionWindow:
         """A session's recent messages and the rolling summary of older ones."""
         return SessionWindow.model_validate(self._send(self._user_view(
@@ -598,6 +627,35 @@ class AsyncMemstreamClient(_Base):
         """The key-value preference table."""
         got = await self._send(self._user_view(user, "/preferences", after, wait_s, as_of))
         return {k: Preference.model_validate(v) for k, v in got.items()}
+
+    # -- relational memory: entities and relations ------------------------------------------------
+    async def entities(self, user: str, *, type: str | None = None, after: After = None,
+                       wait_s: float | None = None) -> Entities:
+        """The user's entities (of one type if given), each with its current relations to the user."""
+        return Entities.model_validate(await self._send(self._user_view(user, "/entities", after, wait_s, None,
+                                                                        type=type)))
+
+    async def entity(self, user: str, entity: str, *, as_of: datetime | str | None = None, after: After = None,
+                     wait_s: float | None = None) -> EntityDetail:
+        """One entity (an id, a name, `self` or `role:<word>`) with all its relations (NotFound if unknown)."""
+        return EntityDetail.model_validate(await self._send(self._user_view(
+            user, f"/entities/{r.seg(entity, 'entity')}", after, wait_s, as_of)))
+
+    async def relations(self, user: str, *, predicate: str | None = None, group: str | None = None,
+                        subject: str | None = None, object: str | None = None, as_of: datetime | str | None = None,
+                        after: After = None, wait_s: float | None = None) -> Relations:
+        """Relations holding now (or at `as_of`) under the filters; subject/object: an id, `self`, a name or
+        `role:<word>` (`relations(u, subject="role:sister", predicate="lives_in")`)."""
+        return Relations.model_validate(await self._send(self._user_view(
+            user, "/relations", after, wait_s, as_of, predicate=predicate, group=group, subject=subject,
+            object=object)))
+
+    async def relation_path(self, user: str, source: str, target: str, *, max_hops: int | None = None,
+                            as_of: datetime | str | None = None, after: After = None,
+                            wait_s: float | None = None) -> RelationPath:
+        """How two entities are related: the shortest chain of at most `max_hops` (1-3) relations."""
+        return RelationPath.model_validate(await self._send(self._user_view(
+            user, "/relations/path", after, wait_s, as_of, max_hops=max_hops, **{"from": source, "to": target})))
 
     async def session(self, user: str, session: str, *, after: After = None,
                       wait_s: float | None = None) -> SessionWindow:

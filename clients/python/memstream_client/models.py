@@ -162,6 +162,73 @@ class TaskSteps(_Answer):
     steps: list[TaskStep] = []
 
 
+class RelationEnd(_Answer):
+    """How a relation ended: superseded (by `ended_by`), stated or negated; when it was recorded, by which turn."""
+    reason: str | None = None
+    ended_by: str | None = None
+    recorded_at: datetime | None = None
+    source_turn: str | None = None
+
+
+class Relation(_Answer):
+    """One relation between two entities of the user's world (`self` is the user), with its validity
+    in event time (valid_to None while current) and its provenance."""
+    relation_id: str
+    subject_id: str
+    subject_name: str | None = None
+    predicate: str
+    object_id: str
+    object_name: str | None = None
+    group: str | None = None
+    text: str | None = Field(None, description="The relation as an English sentence")
+    current: bool
+    valid_from: datetime
+    valid_to: datetime | None = None
+    recorded_at: datetime
+    source_turn: str
+    evidence: str = ""
+    ended: RelationEnd | None = None
+    forward: bool | None = None
+
+
+class Entity(_Answer):
+    """A person, pet, place, organisation … of the user's world (names live in Postgres only)."""
+    entity_id: str
+    entity_type: str
+    name: str | None = None
+    aliases: list[str] = []
+    source_turn: str | None = None
+    updated_at: datetime | None = None
+    relations_to_user: list[Relation] = []
+
+
+class Entities(_Answer):
+    user: str
+    entities: list[Entity] = []
+
+
+class EntityDetail(Entity):
+    """One entity with all its relations, both directions (current and ended; with as_of, those holding then)."""
+    user: str
+    as_of: datetime | None = None
+    relations: list[Relation] = []
+
+
+class Relations(_Answer):
+    user: str
+    as_of: datetime | None = None
+    relations: list[Relation] = []
+    answer: str | None = None
+
+
+class RelationPath(Relations):
+    """The shortest chain of relations between two entities (`found` False when there is none)."""
+    from_: str = Field(alias="from")
+    to: str
+    found: bool
+    hops: int
+
+
 class Message(BaseModel):
     """One message of `add(messages=…)`; a plain {"role", "content"} mapping works too."""
     model_config = ConfigDict(extra="forbid")
