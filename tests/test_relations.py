@@ -196,6 +196,22 @@ def test_the_http_routes(world):
             mem.entity(a, "nobody")
 
 
+def test_the_cli(world, monkeypatch, capsys):
+    from memstream.app import cli
+    ns, _, _, a, _ = world
+    monkeypatch.setattr(cli, "get_settings", lambda: ns)
+    assert cli.main(["relations", a, "--group", "family"]) == 0
+    assert "Ana is the user's sister  [sister] since 2001-01-01  (turn turn-r1)" in capsys.readouterr().out
+    assert cli.main(["relations", a, "--subject", "role:sister", "--predicate", "lives_in",
+                     "--as-of", "2021-01-01T00:00:00+00:00"]) == 0
+    assert "Ana lives in Rome  [lives_in] since 2020-02-01 until 2022-06-01" in capsys.readouterr().out
+    assert cli.main(["entities", a, "--type", "person"]) == 0
+    out = capsys.readouterr().out
+    assert "ana  [person] Ana (also Annie)" in out and "Bob is the user's friend" in out
+    assert cli.main(["relations", a, "--subject", "Carol"]) == 4
+    assert "no entity 'Carol'" in capsys.readouterr().err
+
+
 def test_a_rebuild_equals_live_then_erasure_drops_the_users_rows(world, no_embedder):
     ns, keys, models, a, b = world
     before = checksums(ns, list(NAMES))

@@ -110,6 +110,33 @@ def cmd_memories(args) -> None:
     _print(_use(lambda b, op: memories.listed(b, op, args.user, args.limit, as_of=as_of)), args.json)
 
 
+def cmd_entities(args) -> None:
+    from memstream.services import relations
+    out = _use(lambda b, op: relations.entities(b, op, args.user, args.type))
+    if args.json:
+        _print(out, True)
+        return
+    for e in out["entities"]:
+        aka = f" (also {', '.join(e['aliases'])})" if e["aliases"] else ""
+        print(f"{e['entity_id']}  [{e['entity_type']}] {e['name'] or '-'}{aka}")
+        for r in e["relations_to_user"]:
+            print(f"    {r['text'] or r['predicate']}  since {r['valid_from'].date()}  (turn {r['source_turn']})")
+
+
+def cmd_relations(args) -> None:
+    from memstream.services import relations
+    as_of = _as_of(args)
+    out = _use(lambda b, op: relations.relations(b, op, args.user, predicate=args.predicate, group=args.group,
+                                                 subject=args.subject, obj=args.object, as_of=as_of))
+    if args.json:
+        _print(out, True)
+        return
+    for r in out["relations"]:
+        until = f" until {r['valid_to'].date()}" if r["valid_to"] else ""
+        print(f"{r['text'] or (r['subject_id'] + ' ' + r['predicate'] + ' ' + r['object_id'])}  "
+              f"[{r['predicate']}] since {r['valid_from'].date()}{until}  (turn {r['source_turn']})")
+
+
 def _as_of(args) -> datetime | None:
     from memstream.app.replay_cli import parse_time
     return parse_time(args.as_of, "--as-of")
@@ -412,6 +439,24 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--as-of", metavar="TIME", help="what memory held at TIME (ISO 8601 with timezone)")
         s.add_argument("--json", action="store_true")
         s.set_defaults(fn=fn)
+
+    s = sub.add_parser("entities", help="the people, places, organisations … of a user's world, with their "
+                                        "current relations to the user")
+    s.add_argument("user")
+    s.add_argument("--type", choices=("person", "pet", "place", "organisation", "product", "event", "user"))
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_entities)
+
+    s = sub.add_parser("relations", help="a user's relations holding now or at --as-of (docs/relations.md)")
+    s.add_argument("user")
+    s.add_argument("--as-of", metavar="TIME", help="relations holding at TIME (ISO 8601 with timezone; event time)")
+    s.add_argument("--group", choices=("family", "partner", "social", "work", "place", "possession",
+                                       "participation", "identity"), help="family: kin and partners")
+    s.add_argument("--predicate", help="one relation type, e.g. lives_in")
+    s.add_argument("--subject", help="an entity id, self, a name, or role:<word> (role:sister)")
+    s.add_argument("--object", help="as --subject")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_relations)
 
     s = sub.add_parser("steps", help="a task's ring buffer: its newest steps, oldest first")
     s.add_argument("--user", required=True)
