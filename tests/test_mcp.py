@@ -42,7 +42,7 @@ from tests.helpers import unique_user  # noqa: E402
 pytestmark = pytest.mark.timeout(300)
 
 TOOLS = {"remember", "remember_step", "recall", "build_context", "get_profile", "forget_memory", "add_memories",
-         "list_memories"}
+         "list_memories", "update_memory"}
 MCP_CMD = worker_command("x")[:3] + ["mcp"]          # python -m memstream.app.cli mcp
 
 
@@ -328,4 +328,53 @@ def test_http_add_list_and_forget_memories_within_the_tenant(settings, mcp_url):
                 left = (await call(s, "list_memories", user=user, after=gone["token"], wait_s=20))["memories"]
                 return left if len(left) == 1 else None
             await eventually(one_left, "the forgotten memory to leave the list")
+    anyio.run(go)
+
+
+def test_http_update_memory_makes_a_new_version(settings, mcp_url):
+    """update_memory edits as a new version (the PATCH route's service path): the answer names it, the
+    list shows it with the new fields, the old one is superseded in its history; memory:write is
+    needed, another tenant's key finds nothing, bad input is one line."""
+    user = unique_user("mcp-edit")
+    writer = make_key(settings, "acme", ["memory:read", "memory:write"], name="mcp-edit-writer")
+    reader = make_key(settings, "acme", ["memory:read"], name="mcp-edit-reader")
+    globex = make_key(settings, "globex", ["memory:read", "memory:write"], name="mcp-edit-globex")
+
+    async def go():
+        async with http_session(mcp_url, writer) as s:
+            pos = await call(s, "add_memories", user=user, texts=["Prefers aisle seats"], metadata={"topic": "travel"})
+
+            async def listed():
+                page = await call(s, "list_memories", user=user, after=pos["token"], wait_s=20)
+                return page["memories"] or None
+            old = (await eventually(listed, "the stated memory"))[0]
+            edited = await call(s, "update_memory", user=user, memory_id=old["memory_id"],
+                                content="Prefers window seats", metadata={"topic": "flights"})
+            assert edited["memory_id"] != old["memory_id"] and edited["token"]
+            page = await call(s, "list_memories", user=user, after=edited["token"], wait_s=20)
+            assert [(m["memory_id"], m["content"], m["metadata"]) for m in page["memories"]] == [
+                (edited["memory_id"], "Prefers window seats", {"topic": "flights"})]
+            everything = await call(s, "list_memories", user=user, status="all")
+            gone = next(m for m in everything["memories"] if m["memory_id"] == old["memory_id"])
+            assert gone["superseded_by"] == edited["memory_id"]
+            # metadata cleared, the content kept
+            cleared = await call(s, "update_memory", user=user, memory_id=edited["memory_id"], clear_metadata=True)
+            page = await call(s, "list_memories", user=user, after=cleared["token"], wait_s=20)
+            assert [(m["content"], m["metadata"]) for m in page["memories"]] == [("Prefers window seats", None)]
+            # bad input: one line each, never a pydantic dump or "internal error"
+            for args, words in (({}, "at least one"), ({"importance": 2}, "importance"),
+                                ({"metadata": {"a": {"b": 1}}}, "metadata"),
+                                ({"metadata": {"a": "b"}, "clear_metadata": True}, "not both")):
+                bad = await s.call_tool("update_memory", {"user": user, "memory_id": cleared["memory_id"], **args})
+                text = bad.content[0].text
+                assert bad.is_error and words in text and "\n" not in text and "internal" not in text, text
+            # an outdated version cannot be edited: its active one can
+            bad = await s.call_tool("update_memory", {"user": user, "memory_id": old["memory_id"], "content": "x"})
+            assert bad.is_error and "only an active memory" in bad.content[0].text, bad.content[0].text
+        async with http_session(mcp_url, reader) as s:
+            await refused(s.call_tool("update_memory", {"user": user, "memory_id": cleared["memory_id"],
+                                                        "content": "x"}), FORBIDDEN, "memory:write")
+        async with http_session(mcp_url, globex) as s:
+            await refused(s.call_tool("update_memory", {"user": user, "memory_id": cleared["memory_id"],
+                                                        "content": "x"}), NOT_FOUND, "not found")
     anyio.run(go)

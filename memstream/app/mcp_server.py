@@ -66,7 +66,7 @@ question), `get_profile` (who the user is: identity, preferences, constraints) o
 (everything relevant, assembled into one prompt-ready text within a token budget). Every call names
 the user; ids are your own (any printable text without '/'). To read your own write, pass the
 `token` a remember call returned as `after`. Manage memories with `add_memories` (kept as stated),
-`list_memories` and `forget_memory`. Resources: memstream://users/{user}/profile and
+`list_memories`, `update_memory` and `forget_memory`. Resources: memstream://users/{user}/profile and
 memstream://memories/{memory_id}/audit (a memory's whole life, down to the turns it came from)."""
 
 AfterArg = Annotated[str | None, Field(pattern=TOKEN_PATTERN, description=(
@@ -310,6 +310,33 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                                        infer=infer, category=category, importance=importance, agent_id=agent_id,
                                        run_id=run_id, metadata=metadata, session=session)
         return {**positions[-1].as_dict(), "positions": [x.as_dict() for x in positions]}
+
+    @server.tool(annotations=writes, description=(
+        "Edit one of the user's memories as a new version (what PATCH /v1/users/{user}/memories/{memory_id} does): "
+        "give at least one of content, category, importance, metadata (replaces the old object; clear_metadata "
+        "removes it); the rest stay the memory's own. The edited memory stays in the history, outdated by the new "
+        "version, which is re-embedded and checked for conflicts. Returns a position `token` (see remember) and "
+        "`memory_id`, the new version's id. Only an active memory can be edited (list_memories gives the ids). "
+        "Needs scope memory:write."))
+    @_tool
+    async def update_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
+                            content: Annotated[str | None, Field(min_length=1, description="The new text.")] = None,
+                            category: Category | None = None,
+                            importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+                            metadata: Annotated[Metadata | None, Field(description=(
+                                "The new flat metadata, replacing the old."))] = None,
+                            clear_metadata: Annotated[bool, Field(description="Remove the memory's metadata.")] = False
+                            ) -> dict:
+        p = await caller(ctx, "memory:write")
+        if clear_metadata and metadata is not None:
+            raise InvalidInput("give metadata or clear_metadata, not both")
+        changes: dict = {k: v for k, v in (("content", content), ("category", category), ("importance", importance),
+                                           ("metadata", metadata)) if v is not None}
+        if clear_metadata:
+            changes["metadata"] = None
+        if not changes:
+            raise InvalidInput("give at least one of content, category, importance, metadata, clear_metadata")
+        return await memories.edit(backend, p, user, memory_id, **changes)
 
     @server.tool(annotations=reads, description=(
         "List the user's memories, oldest first, with their ids (to update or forget one): optionally only a "
