@@ -17,7 +17,7 @@ from typing import TypedDict
 import httpx
 import pytest
 
-from memstream.errors import AccessDenied
+from memstream.errors import AccessDenied, InvalidInput
 from memstream.http_client import MemoryApi
 from memstream.app.workers import worker_command
 from tests.auth_helpers import make_key
@@ -50,15 +50,16 @@ def api_url(settings, pipeline):
     proc.wait(timeout=15)
 
 
-def test_langgraph_graph_remembers_through_the_store(api_url, settings):
+def test_langgraph_store_keeps_items_as_memories(api_url, settings):
     pytest.importorskip("langgraph")
     from langgraph.config import get_store
     from langgraph.graph import END, START, StateGraph
 
-    from memstream.integrations.langgraph_store import MemstreamStore, session_for
+    from memstream.integrations.langgraph_store import MemstreamStore
 
     key = make_key(settings, "acme", RW, name="langgraph")
     store = MemstreamStore(api_url, api_key=key, wait_s=60)
+    api = MemoryApi(api_url, api_key=key)
     user = unique_user("lg")
     ns = (user, "memories")
 
@@ -73,7 +74,7 @@ def test_langgraph_graph_remembers_through_the_store(api_url, settings):
 
     def recall(state: State) -> dict:
         # the store passes its put's position as `after`: the search waits until the pipeline applied it
-        return {"found": [(i.value["content"], i.value["category"]) for i in
+        return {"found": [(i.key, i.value["content"], i.namespace, i.score) for i in
                           get_store().search(ns, query=state["question"], limit=3)]}
 
     builder = StateGraph(State)
@@ -82,50 +83,117 @@ def test_langgraph_graph_remembers_through_the_store(api_url, settings):
     builder.add_edge(START, "remember")
     builder.add_edge("remember", "recall")
     builder.add_edge("recall", END)
-    out = builder.compile(store=store).invoke({"said": "I live in Lisbon", "question": "where does the user live?",
+    out = builder.compile(store=store).invoke({"said": "User lives in Lisbon", "question": "where does the user live?",
                                                "found": []})
-    # what the pipeline learned (the extractor's third-person fact), not the raw text put
-    assert out["found"][0] == ("User lives in Lisbon", "identity"), out["found"]
+    assert [f[:3] for f in out["found"]] == [("home", "User lives in Lisbon", ns)] and out["found"][0][3] > 0
 
-    # get: the exact value put, from the key's session window
+    # get: the exact value put; the memory is a stated one, the value and its key in its metadata
     item = store.get(ns, "home")
-    assert (item.key, item.namespace, item.value) == ("home", ns, {"content": "I live in Lisbon"})
-    # a search without a query: the profile memories
-    assert [i.value["content"] for i in store.search(ns)] == ["User lives in Lisbon"]
+    assert (item.key, item.namespace, item.value) == ("home", ns, {"content": "User lives in Lisbon"})
+    [memory] = api.client.get_all(user).memories
+    assert memory.content == "User lives in Lisbon" and memory.metadata == {
+        "langgraph_ns": "memories", "langgraph_key": "home", "langgraph_json": '{"content":"User lives in Lisbon"}'}
 
-    # a structured value is kept for get (a tool turn) but not handed to the extractor
-    store.put(ns, "ui", {"theme": "dark", "font": 12})
-    assert store.get(ns, "ui").value == {"theme": "dark", "font": 12}
-    window = MemoryApi(api_url, api_key=key).session(user, session_for(ns, "ui"))
-    assert [m["role"] for m in window["messages"]] == ["tool"]
+    # any JSON value; a put on an existing key edits its memory (a new version, the old one in its history)
+    store.put(ns, "ui", {"theme": "dark", "font": 12, "tags": ["a", "b"]})
+    first = store.get(ns, "ui")
+    assert first.value == {"theme": "dark", "font": 12, "tags": ["a", "b"]}
+    store.put(ns, "ui", {"theme": "light", "font": 14})
+    now = store.get(ns, "ui")
+    assert now.value == {"theme": "light", "font": 14}
+    assert now.created_at == first.created_at < now.updated_at
+    versions = api.client.get_all(user, status="all", filters={"metadata": {"langgraph_key": "ui"}}).memories
+    assert len(versions) == 2 and versions[0].superseded_by == versions[1].memory_id
 
-    # another store (no token of its own) sees the write, now that the pipeline applied it
-    assert MemstreamStore(api_url, api_key=key).get(ns, "home").value == {"content": "I live in Lisbon"}
+    # nested namespaces, search by prefix (a label is matched whole), value filters, other memories left out
+    work = (user, "memories", "work")
+    store.put(work, "desk", {"content": "User works at a standing desk", "floor": 3})
+    api.client.add("User likes jazz", user=user, infer=False)           # not the store's: never an item
+    assert {i.key for i in store.search(ns)} == {"home", "ui", "desk"}
+    assert [i.key for i in store.search(work)] == ["desk"]
+    assert store.search((user, "memo")) == [] and {i.key for i in store.search((user,))} == {"home", "ui", "desk"}
+    assert {i.key for i in store.search((user,), query="jazz music")} <= {"home", "ui", "desk"}
+    assert [i.key for i in store.search(ns, filter={"theme": "light"})] == ["ui"]
+    assert [i.key for i in store.search(ns, query="where does the user work?", filter={"floor": {"$gte": 3}})] == ["desk"]
+    assert [i.key for i in store.search(ns, limit=1, offset=1)] == ["ui"]
+
+    # list_namespaces: the distinct namespaces of one user's items
+    assert store.list_namespaces(prefix=(user,)) == [ns, work]
+    assert store.list_namespaces(prefix=(user,), max_depth=2) == [ns]
+    assert store.list_namespaces(prefix=(user,), suffix=("work",)) == [work]
+    assert store.list_namespaces(prefix=(user, "*", "work")) == [work]
+    assert store.list_namespaces(prefix=(user,), limit=1, offset=1) == [work]
+    with pytest.raises(InvalidInput, match="names the user"):
+        store.list_namespaces()
+
+    # delete: the memory goes (a hard delete in the log); the namespace with it when it was the last item
+    store.delete(work, "desk")
+    assert store.get(work, "desk") is None and store.list_namespaces(prefix=(user,)) == [ns]
+    store.delete(work, "never-put")        # nothing to delete: nothing happens
+
+    # a value too large for a memory's metadata is refused, clearly, before anything is sent
+    with pytest.raises(InvalidInput, match="bytes as compact JSON.*2048"):
+        store.put(ns, "big", {"content": "x" * 3000})
+
+    # another store (no token of its own) sees the writes, now that the pipeline applied them
+    assert MemstreamStore(api_url, api_key=key).get(ns, "ui").value == {"theme": "light", "font": 14}
     # tenants: the same user id under another tenant's key is someone else, with nothing stored
     other = MemstreamStore(api_url, api_key=make_key(settings, "globex", RW, name="langgraph-other"))
     assert other.get(ns, "home") is None and other.search(ns, query="where does the user live?") == []
+    assert other.list_namespaces(prefix=(user,)) == []
     # scopes: a read-only key cannot put (403 from the API, before anything is published)
     reader = MemstreamStore(api_url, api_key=make_key(settings, "acme", ("memory:read",), name="langgraph-ro"))
     with pytest.raises(AccessDenied, match="memory:write"):
-        reader.put(ns, "home", {"content": "I live in Madrid"})
-    # what an append-only log cannot do is refused, not faked
-    with pytest.raises(NotImplementedError, match="append-only"):
-        store.delete(ns, "home")
-    with pytest.raises(NotImplementedError):
-        store.list_namespaces()
+        reader.put(ns, "home", {"content": "User lives in Madrid"})
 
-    # the async path (abatch): a second put under the same key is the new value, and memory moves on
+    # the async path (abatch): put, get, search, delete
     async def later():
-        await store.aput(ns, "home", {"content": "I live in Porto"})
-        got = await store.aget(ns, "home")
-        hits = await store.asearch(ns, query="where does the user live?", limit=1)
+        await store.aput(ns, "pet", {"content": "User has a cat named Miso"})
+        got = await store.aget(ns, "pet")
+        hits = await store.asearch(ns, query="what pet does the user have?", limit=1)
+        await store.adelete(ns, "pet")
+        gone = await store.aget(ns, "pet")
         await store.aclose()
-        return got, hits
-    got, hits = asyncio.run(later())
-    assert got.value == {"content": "I live in Porto"} and got.created_at < got.updated_at
-    assert [h.value["content"] for h in hits] == ["User lives in Porto"]
+        return got, hits, gone
+    got, hits, gone = asyncio.run(later())
+    assert got.value == {"content": "User has a cat named Miso"} and gone is None
+    assert [h.key for h in hits] == ["pet"]
     for s in (store, other, reader):
         s.close()
+    api.close()
+
+
+def test_langmem_manage_memory_tool_creates_updates_and_deletes(api_url, settings):
+    """LangMem's manage-memory tool (called as an agent's model would call it: no LLM) and its search
+    tool, on the store."""
+    pytest.importorskip("langmem")
+    from langmem import create_manage_memory_tool, create_search_memory_tool
+
+    from memstream.integrations.langgraph_store import MemstreamStore
+
+    store = MemstreamStore(api_url, api_key=make_key(settings, "acme", RW, name="langmem"), wait_s=60)
+    user = unique_user("lm")
+    config = {"configurable": {"langgraph_user_id": user}}
+    template = ("{langgraph_user_id}", "memories")       # memstream's namespaces start with the user
+    manage = create_manage_memory_tool(namespace=template, store=store)
+    search = create_search_memory_tool(namespace=template, store=store)
+    ns = (user, "memories")
+
+    created = manage.invoke({"content": "User prefers dark mode in every editor", "action": "create"}, config)
+    memory_id = created.split()[-1]
+    assert created == f"created memory {memory_id}"
+    assert store.get(ns, memory_id).value == {"content": "User prefers dark mode in every editor"}
+    manage.invoke({"content": "User books trains, never flights", "action": "create"}, config)
+
+    manage.invoke({"content": "User prefers light mode in every editor", "action": "update", "id": memory_id}, config)
+    assert store.get(ns, memory_id).value == {"content": "User prefers light mode in every editor"}
+    found = search.invoke({"query": "which editor theme does the user like?", "limit": 1}, config)
+    assert "light mode" in found and memory_id in found and "dark mode" not in found
+
+    assert manage.invoke({"action": "delete", "id": memory_id}, config) == f"Deleted memory {memory_id}"
+    assert store.get(ns, memory_id) is None
+    assert [i.value["content"] for i in store.search(ns)] == ["User books trains, never flights"]
+    store.close()
 
 
 def test_langchain_runnable_keeps_history_in_memstream(api_url, settings):
