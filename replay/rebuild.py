@@ -310,8 +310,34 @@ def _seed_graph(settings: Settings, generation: str, at: dict, topics: frozenset
                 s.run(f"UNWIND $rows AS r MATCH (a:Memory {{ns: $gen, id: r.a}}), (b:Memory {{ns: $gen, id: r.b}}) "
                       f"CREATE (a)-[e:`{rel.replace('`', '')}`]->(b) SET e = r.p", rows=edges, gen=generation).consume()
             after = max(r["a"] for r in rows)
+        _seed_entities(s, live, generation, batch)
         pos = [{"key": f"{generation}|{stores.GRAPH}|{t}|{p}", "topic": t, "partition": p, "o": o}
                for (t, p), o in _lowered(live_positions, at, topics).items()]
         s.run("UNWIND $pos AS p MERGE (n:ProjectorPosition {key: p.key}) SET n.ns = $gen, n.projector = $name, "
               "n.topic = p.topic, n.partition = p.partition, n.next_offset = p.o",
               pos=pos, gen=generation, name=stores.GRAPH).consume()
+
+
+def _seed_entities(s, live: str, generation: str, batch: int) -> None:
+    """Relational memory's graph (#26) into the new generation: (:Entity) nodes, then their RELATES
+    edges, a page at a time in (user, id) order (entity ids are a user's own)."""
+    skip = 0
+    while True:
+        rows = s.run("MATCH (x:Entity {ns: $ns}) RETURN properties(x) AS p ORDER BY x.user, x.id SKIP $skip LIMIT $b",
+                     ns=live, skip=skip, b=batch).data()
+        if not rows:
+            break
+        for r in rows:
+            r["p"].pop("ns", None)
+        s.run("UNWIND $rows AS r CREATE (x:Entity) SET x = r.p SET x.ns = $gen", rows=rows, gen=generation).consume()
+        skip += len(rows)
+    skip = 0
+    while True:
+        rows = s.run("MATCH (a:Entity {ns: $ns})-[e:RELATES]->(b:Entity) RETURN a.user AS u, a.id AS a, b.id AS b, "
+                     "properties(e) AS p ORDER BY u, e.id SKIP $skip LIMIT $b", ns=live, skip=skip, b=batch).data()
+        if not rows:
+            break
+        s.run("UNWIND $rows AS r MATCH (a:Entity {ns: $gen, user: r.u, id: r.a}), "
+              "(b:Entity {ns: $gen, user: r.u, id: r.b}) CREATE (a)-[e:RELATES]->(b) SET e = r.p",
+              rows=rows, gen=generation).consume()
+        skip += len(rows)

@@ -220,6 +220,9 @@ def test_a_rebuild_equals_live_then_erasure_drops_the_users_rows(world, no_embed
     assert report.swapped
     assert checksums(ns, list(NAMES)) == before
     assert verify(ns, list(NAMES), keys=keys, progress=False).ok
+    # a rebuild --from now seeds the new tables and graph generation from live (entities and edges too)
+    assert rebuild(ns, list(NAMES), keys=keys, since=datetime.now(UTC), progress=False).swapped
+    assert checksums(ns, list(NAMES)) == before
     # user.erased (b): their rows and graph go, a's stay; a rebuild agrees
     publish_all(ns, keys, [("memory", make_envelope(UserErased(requested_by="test"), user=b))])
     project(ns, keys)
