@@ -37,7 +37,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 # A worker's log is `<ns>-<worker label>.log` (memstream/app/workers.py: `memory`, `memory.2`,
 # `llm-extractor`): narrow, so that dropping `a` leaves `a-b`'s `a-b-memory.log` alone.
 LOG_RE = re.compile(r"^(?:[a-z]+|llm-extractor)(?:\.\d+)?\.log$")
-GRAPH_LABELS = ("Memory", "ProjectorPosition", "ErasedUser", "GraphPointer")
+GRAPH_LABELS = ("Memory", "Entity", "ProjectorPosition", "ErasedUser", "GraphPointer")
 
 
 class NamespaceInUse(MemstreamError):
