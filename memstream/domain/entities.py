@@ -111,3 +111,42 @@ def one_at_a_time(predicate: str) -> bool:
 def group_of(predicate: str) -> str | None:
     r = RELATIONS.get(predicate)
     return r.group if r else None
+
+
+# -- the words that say a relation (#26) --------------------------------------------------------
+# How a user names a person's relation to them, in English and Chinese, mapped to the canonical role
+# (a key of RELATIONS). The offline extractor (memstream/domain/relation_extraction.py) reads these;
+# an English phrase is matched after "my" (or as "Mom"/"Dad" on its own), a Chinese one after 我/我的.
+ROLE_WORDS_EN: dict[str, str] = {
+    "mom": "mother", "mum": "mother", "mommy": "mother", "mother": "mother", "mama": "mother",
+    "dad": "father", "daddy": "father", "father": "father", "papa": "father",
+    "wife": "wife", "husband": "husband", "partner": "partner", "spouse": "partner",
+    "boyfriend": "boyfriend", "girlfriend": "girlfriend", "fiance": "fiance", "fiancé": "fiance",
+    "fiancee": "fiancee", "fiancée": "fiancee",
+    "sister": "sister", "sis": "sister", "brother": "brother", "bro": "brother",
+    "son": "son", "daughter": "daughter", "kid": "child", "child": "child",
+    "grandma": "grandmother", "granny": "grandmother", "grandmother": "grandmother",
+    "grandpa": "grandfather", "grandfather": "grandfather", "aunt": "aunt", "uncle": "uncle",
+    "cousin": "cousin", "nephew": "nephew", "niece": "niece", "grandson": "grandchild",
+    "granddaughter": "grandchild", "mother-in-law": "mother_in_law", "father-in-law": "father_in_law",
+    "friend": "friend", "best friend": "best_friend", "bff": "best_friend", "bestie": "best_friend",
+    "roommate": "roommate", "flatmate": "roommate", "neighbour": "neighbour", "neighbor": "neighbour",
+    "ex": "ex", "mentor": "mentor", "classmate": "classmate",
+    "colleague": "colleague", "coworker": "colleague", "co-worker": "colleague", "boss": "boss",
+    "manager": "manager", "teammate": "teammate", "employee": "employee", "client": "client",
+}
+ROLE_WORDS_ZH: dict[str, str] = {
+    "妈妈": "mother", "母亲": "mother", "老妈": "mother", "妈": "mother", "爸爸": "father", "父亲": "father",
+    "老爸": "father", "老婆": "wife", "妻子": "wife", "太太": "wife", "老公": "husband", "丈夫": "husband",
+    "先生": "husband", "爱人": "partner", "对象": "partner", "男朋友": "boyfriend", "男友": "boyfriend",
+    "女朋友": "girlfriend", "女友": "girlfriend", "未婚夫": "fiance", "未婚妻": "fiancee",
+    "妹妹": "sister", "姐姐": "sister", "哥哥": "brother", "弟弟": "brother", "儿子": "son", "女儿": "daughter",
+    "孩子": "child", "奶奶": "grandmother", "外婆": "grandmother", "姥姥": "grandmother",
+    "爷爷": "grandfather", "外公": "grandfather", "姥爷": "grandfather", "阿姨": "aunt", "姑姑": "aunt",
+    "舅舅": "uncle", "叔叔": "uncle", "表哥": "cousin", "表姐": "cousin", "表妹": "cousin", "表弟": "cousin",
+    "堂哥": "cousin", "堂姐": "cousin", "堂妹": "cousin", "堂弟": "cousin", "婆婆": "mother_in_law",
+    "岳母": "mother_in_law", "公公": "father_in_law", "岳父": "father_in_law",
+    "朋友": "friend", "好朋友": "friend", "闺蜜": "best_friend", "好兄弟": "best_friend", "室友": "roommate",
+    "邻居": "neighbour", "前任": "ex", "前男友": "ex", "前女友": "ex", "导师": "mentor", "同学": "classmate",
+    "同事": "colleague", "老板": "boss", "领导": "boss", "上司": "boss", "经理": "manager", "客户": "client",
+}
