@@ -81,7 +81,7 @@ def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embe
     batch: list = []
 
     def flush_batch() -> None:
-        for fact in core.facts_for(batch):
+        for fact in core.events_for(batch):
             report.facts += 1
             if fact.id in present_ids:
                 report.present += 1

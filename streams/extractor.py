@@ -42,7 +42,7 @@ def build(settings: Settings, embedder: Embedder):
         found: list = []
 
         async def run_step() -> None:
-            found[:] = await asyncio.get_running_loop().run_in_executor(None, core.facts_for, work)
+            found[:] = await asyncio.get_running_loop().run_in_executor(None, core.events_for, work)
         if work:
             await guard.run(run_step)
         ends: dict[int, int] = {}

@@ -18,6 +18,9 @@ same decisions (same derived ids, absolute values) are emitted again — harmles
 What it reads (`on_fact`, `on_control`):
   fact.extracted   on the facts topic: decide (create / reinforce / link / supersede /
                    preference.set) and, every `consolidation_every` stores, consolidate;
+  relations.extracted  on the facts topic: resolve a turn's mentions to the user's entities and
+                   decide entity.observed / relation.asserted / relation.ended (#26,
+                   memstream/domain/relation_rules.py);
   on the memory topic, its own output comes back and is ignored, except
   user.erased / user.forgotten  drop the user's state and ledger;
   memory.forgotten              the memories leave the window and ledger;
@@ -41,6 +44,7 @@ from memstream.domain.consolidation import consolidate, consolidation_due, forge
 from memstream.domain.ledger import BUCKETS, Ledger
 from memstream.domain.memory_rules import decide
 from memstream.domain.memory_state import Decision, Rules, UserState
+from memstream.domain.relation_rules import GraphState, decide_relations
 from memstream.domain.rules_profile import rules_hash
 from memstream.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
@@ -195,7 +199,12 @@ class MemoryCore:
 
     def on_fact(self, fact: Envelope) -> Iterator[Outgoing]:
         """One decoded event from the facts topic."""
-        if fact.erased or fact.type != "fact.extracted":
+        if fact.erased:
+            return
+        if fact.type == "relations.extracted":
+            yield from self.on_relations(fact)
+            return
+        if fact.type != "fact.extracted":
             return
         # (a state sealed with a key since erased reads as a fresh start)
         state = self.load_state(fact.user) or UserState(ledger=Ledger())
@@ -217,6 +226,20 @@ class MemoryCore:
             yield from self._out(fact.user, consolidate(state, self.rules, state.clock), fact, fact.correlation)
         # 4. Save the state.
         self.save_state(fact.user, state)
+
+    def on_relations(self, claims: Envelope) -> Iterator[Outgoing]:
+        """A turn's relation claims (#26): entity and relation decisions from the user's graph state."""
+        state = self.load_state(claims.user) or UserState(ledger=Ledger())
+        graph = GraphState.from_dict(state.graph)
+        # 1. Decide (pure; ids derived from the claims' event id, the turn's time for validity).
+        pairs = decide_relations(graph, claims.data.claims, session=claims.data.session, at=claims.time.timestamp(),
+                                 source_turn=claims.data.source_turn, new_id=lambda tag: derived_id(claims.id, tag))
+        # 2. Out before the state is saved: a crash in between re-decides from the old graph, same ids.
+        yield from self._out(claims.user, [Decision(tag, data) for tag, data in pairs], claims, claims.correlation)
+        # 3. Save only what changed (a claim that taught nothing leaves the state as it was).
+        if pairs or graph.to_dict() != (state.graph or GraphState().to_dict()):
+            state.graph = graph.to_dict()
+            self.save_state(claims.user, state)
 
     def on_control(self, env: Envelope, partition: int) -> Iterator[Outgoing]:
         """One decoded event of the memory topic that the processor acts on (MEMORY_INPUTS; the

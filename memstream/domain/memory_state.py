@@ -170,6 +170,9 @@ class UserState:
     stores: int = 0             # stores since the last consolidation
     dirty: list[str] = field(default_factory=list)  # memories created/reinforced/merged since the last consolidation
     cursor: int = 0             # ledger bucket the next store-triggered sweep starts at
+    # The user's entities and current relations (memstream/domain/relation_rules.py GraphState,
+    # as its dict): kept here so one writer per user decides relations as it decides memories.
+    graph: dict[str, Any] = field(default_factory=dict)
     # Not part of to_dict: the processor stores the ledger's buckets separately (see ledger.py).
     ledger: Ledger = field(default_factory=Ledger)
 
@@ -178,7 +181,9 @@ class UserState:
                 "recent": [r.to_list() for r in self.recent],
                 "last": self.last_memory_id,
                 "applied": self.applied,
-                "clock": self.clock, "stores": self.stores, "dirty": self.dirty, "cursor": self.cursor}
+                "clock": self.clock, "stores": self.stores, "dirty": self.dirty, "cursor": self.cursor,
+                # off the saved state while empty: a user who never named anyone keeps its old shape
+                **({"graph": self.graph} if self.graph else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], ledger: Ledger | None = None) -> "UserState":
@@ -187,7 +192,8 @@ class UserState:
                    last_memory_id=d.get("last"),
                    applied={k: [tuple(x) for x in v] for k, v in d.get("applied", {}).items()},
                    clock=d.get("clock", 0.0), stores=d.get("stores", 0), dirty=list(d.get("dirty", [])),
-                   cursor=d.get("cursor", 0), ledger=ledger if ledger is not None else Ledger())
+                   cursor=d.get("cursor", 0), graph=d.get("graph") or {},
+                   ledger=ledger if ledger is not None else Ledger())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, UserState) and self.to_dict() == other.to_dict()

@@ -128,7 +128,7 @@ class Pipeline:
             moved = False
             for _, r in self._consume(self.TURNS):
                 moved = True
-                for fact in self.extractor.facts_for([decode(r.value, self.keys)]):
+                for fact in self.extractor.events_for([decode(r.value, self.keys)]):
                     self.log.append(self.FACTS, fact.user.encode(), encode(fact, self.keys), ms(fact.time))
             for _, r in self._consume(self.FACTS):
                 moved = True
