@@ -73,7 +73,8 @@ def _t(name: str, cardinality: str, group: str, en: str, zh: str) -> RelationTyp
 # user's sister". One-at-a-time roles are the ones a person has one of at a time.
 _KIN_ONE = ("mother", "father", "wife", "husband", "partner", "boyfriend", "girlfriend", "fiance", "fiancee")
 _KIN_MANY = ("sister", "brother", "son", "daughter", "child", "grandmother", "grandfather", "aunt", "uncle",
-             "cousin", "nephew", "niece", "grandchild", "parent", "sibling", "mother_in_law", "father_in_law")
+             "cousin", "nephew", "niece", "grandchild", "parent", "sibling", "mother_in_law", "father_in_law",
+             "brother_in_law", "sister_in_law")
 _SOCIAL = ("friend", "best_friend", "roommate", "neighbour", "ex", "mentor", "classmate")
 _WORK = ("colleague", "boss", "manager", "teammate", "employee", "client")
 
@@ -129,6 +130,7 @@ ROLE_WORDS_EN: dict[str, str] = {
     "grandpa": "grandfather", "grandfather": "grandfather", "aunt": "aunt", "uncle": "uncle",
     "cousin": "cousin", "nephew": "nephew", "niece": "niece", "grandson": "grandchild",
     "granddaughter": "grandchild", "mother-in-law": "mother_in_law", "father-in-law": "father_in_law",
+    "brother-in-law": "brother_in_law", "sister-in-law": "sister_in_law",
     "friend": "friend", "best friend": "best_friend", "bff": "best_friend", "bestie": "best_friend",
     "roommate": "roommate", "flatmate": "roommate", "neighbour": "neighbour", "neighbor": "neighbour",
     "ex": "ex", "mentor": "mentor", "classmate": "classmate",
@@ -146,7 +148,7 @@ ROLE_WORDS_ZH: dict[str, str] = {
     "舅舅": "uncle", "叔叔": "uncle", "表哥": "cousin", "表姐": "cousin", "表妹": "cousin", "表弟": "cousin",
     "堂哥": "cousin", "堂姐": "cousin", "堂妹": "cousin", "堂弟": "cousin", "婆婆": "mother_in_law",
     "岳母": "mother_in_law", "公公": "father_in_law", "岳父": "father_in_law",
-    "朋友": "friend", "好朋友": "friend", "闺蜜": "best_friend", "好兄弟": "best_friend", "室友": "roommate",
+    "朋友": "friend", "好朋友": "friend", "闺蜜": "best_friend", "最好的朋友": "best_friend", "好兄弟": "best_friend", "室友": "roommate",
     "邻居": "neighbour", "前任": "ex", "前男友": "ex", "前女友": "ex", "导师": "mentor", "同学": "classmate",
     "同事": "colleague", "老板": "boss", "领导": "boss", "上司": "boss", "经理": "manager", "客户": "client",
 }

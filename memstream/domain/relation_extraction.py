@@ -54,8 +54,11 @@ _NOT_NAME = frozenset((
     "chinese japanese korean american british english french german italian spanish canadian mexican "
     "indian irish swedish dutch russian brazilian asian european african christian catholic muslim "
     "jewish buddhist korean-american chinese-american vegan vegetarian single married engaged divorced "
-    "new old big little at in on from to with for of by").split())
-_NAME_EN = r"(?:[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?)"
+    "new old big little at in on from to with for of by ugh omg wow ooh aww btw thankfully luckily sadly "
+    "unfortunately fortunately hopefully honestly basically recently finally besides meanwhile anyway plus "
+    "lastly also surprisingly apparently obviously seriously literally").split())
+_UP, _LOW = "A-Z\u00c0-\u00de", "a-z\u00df-\u00ff"
+_NAME_EN = r"(?:[" + _UP + r"][" + _LOW + r"]+(?:-[" + _UP + r"]?[" + _LOW + r"]+|'[" + _UP + r"][" + _LOW + r"]+)?)"
 _NAME_ZH = r"(?:[" + _CJK + r"]{2,3})"
 _NAME = r"(?:" + _NAME_EN + r"|[" + _CJK + r"]{2,4})"
 _SURNAMES = ("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢"
@@ -89,6 +92,7 @@ _HYPO_EN = re.compile(r"(?i)\b(?:if|might|maybe|perhaps|would|wanna|want\s+to|wa
                       r"plan\s+to|planning|thinking\s+(?:about|of)|going\s+to|gonna|will|should|could|someday|"
                       r"one\s+day|wish|dream\s+of|considering)\b|\b(?:I|we|you|she|he|they)'(?:d|ll)\b")
 _HYPO_ZH = re.compile(r"如果|要是|假如|可能|也许|或许|想|打算|准备|计划|希望|将来|以后会|会搬")
+_COUNTERFACTUAL = re.compile(r"(?i)\b(?:if|wish|imagine|suppose)\b|如果|要是|假如|假设")
 _HYPO_MIXED_EN = re.compile(r"(?i)\b(?:if|might|maybe|want\s+to|going\s+to|gonna)\b")
 
 
@@ -107,10 +111,11 @@ class _Person:
 _MY_ROLE = re.compile(
     r"\b(?i:my|our)\s+" + _ADJ + r"?(?P<role>(?i:" + _ROLE_EN + r"))(?![\w-])"
     r"(?:(?P<called>'s\s+name\s+is\s+|\s+is\s+called\s+|\s+(?:is\s+)?named\s+|\s+called\s+|\s+叫\s*)"
-    r"(?P<cname>" + _NAME + r")|,?\s+" + _TITLE + r"?(?P<name>" + _NAME_EN + r"|[" + _CJK + r"]{2,3}(?=[\s,.!?]|$|"
+    r"(?P<cname>" + _NAME + r")|(?:\s+(?i:from)\s+(?i:college|school|high\s+school|uni|university|work|the\s+gym|"
+    r"church|childhood|home|back\s+home)\s*,)?,?\s+" + _TITLE + r"?(?P<name>" + _NAME_EN + r"|[" + _CJK + r"]{2,3}(?=[\s,.!?]|$|"
     r"[" + _ZH_VERBISH + r"]))(?![\w-]))?")
 _NAME_MY_ROLE = re.compile(r"(?:^|(?<=\s))(?P<name>" + _NAME_EN + r"),\s+(?i:my)\s+" + _ADJ + r"?(?P<role>(?i:"
-                           + _ROLE_EN + r"))\b")
+                           + _ROLE_EN + r"))(?![\w-])")
 _BARE_PARENT = re.compile(r"(?:^|(?<=[\s,]))(?P<role>Mom|Mum|Dad|Mommy|Daddy|Mama|Papa)\b(?!\s*,\s*(?:I|you))")
 _ZH_ROLE = re.compile(r"(?P<pre>我的|我|和|跟|同|(?i:my|our)\s+)?\s*(?P<role>" + _ROLE_ZH + r"|(?i:" + _ROLE_EN + r")(?![a-z]))"
                       r"(?:\s*(?:叫|名叫|的名字是|名字叫)\s*(?P<cname>" + _NAME_EN + r"|[" + _CJK + r"]{2,3}))?")
@@ -199,13 +204,16 @@ _EN_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple((pred, re.compil
     ("visited", r"\b(?i:was|were|'m|am)\s+(?i:in)\s+(?P<o>" + _PLACE_EN + r")\s+(?i:last|this|for|on|visiting)\b", ""),
     ("attended", r"\b(?i:went\s+to|go\s+to|been\s+to|attended|saw)\s+(?i:the|a|an)\s+"
                  r"(?P<o>(?:[A-Z][\w'-]*\s+){0,4}(?i:concert|show|festival|gig|game|match|party|wedding|"
-                 r"conference|parade|play|musical|opera|exhibit|exhibition|fair|marathon|race))\b", ""),
+                 r"conference|convention|parade|play|musical|opera|exhibit|exhibition|fair|marathon|race|expo)"
+                 r"(?:\s+(?i:convention|conference|festival|expo|night|tournament))?)\b", ""),
     ("works_at", r"\b(?i:work|works|worked|working|job)\s+(?i:at|for)\s+(?:(?i:a|an|the)\s+[\w\s-]{0,30}?"
                  r"(?i:called|named)\s+)?(?P<o>" + _PLACE_EN + ")", ""),
     ("works_at", r"\b(?i:joined|got\s+hired\s+(?:at|by)|got\s+a\s+job\s+at|started\s+a\s+new\s+job\s+at|started\s+working\s+(?:at|for)|"
                  r"hired\s+(?:at|by)|landed\s+a\s+job\s+at|interned\s+at|employed\s+(?:at|by))\s+(?P<o>" + _PLACE_EN + ")", ""),
     ("works_at", r"\b(?i:left|quit|leaving|resigned\s+from|got\s+laid\s+off\s+from|laid\s+off\s+from|"
-                 r"quit\s+my\s+job\s+at|left\s+my\s+job\s+at|got\s+fired\s+from)\s+(?P<o>" + _PLACE_EN + ")", "ended"),
+                 r"quit\s+my\s+job\s+at|left\s+my\s+job\s+at|got\s+fired\s+from|lost\s+my\s+job\s+(?:at|with))\s+(?P<o>" + _PLACE_EN + ")", "ended"),
+    ("works_at", r"\b(?i:am|'m|is|'s)\s+(?i:an?|the)\s+(?:[a-z-]+\s+){0,3}(?:[a-z-]+(?:er|or|ist|ant|ian|ect)|nurse|"
+                 r"doctor|intern|lead|head|chef|coach|clerk|barista|cashier)\s+(?i:at|for)\s+(?P<o>" + _PLACE_EN + ")", ""),
     ("studies_at", r"\b(?i:study|studies|studying|studied|enrolled|student|major|majoring)\s+(?i:at|in\s+at)\s+"
                    r"(?P<o>" + _PLACE_EN + ")", ""),
     ("studies_at", r"\b(?i:graduated|graduating)\s+(?i:from)\s+(?P<o>" + _PLACE_EN + ")", "ended"),
@@ -228,7 +236,7 @@ _PET_GONE = re.compile(r"(?i)\b(?:died|passed\s+away|put\s+down|ran\s+away|lost)
 _NAMED_EN = (
     re.compile(r"(?:^|(?<=[\s,]))(?:I'm|I\s+am|Im)\s+(?P<n>" + _NAME_EN + r")(?=\s*(?:$|[,.!;]|\s+and\b|\s+by\s+the\s+way|"
                r"\s+here\b|\s+btw\b))"),
-    re.compile(r"\b(?i:my\s+name\s+is|my\s+name's|name's)\s+(?P<n>" + _NAME + r")"),
+    re.compile(r"\b(?i:my\s+name\s+is|my\s+name's)\s+(?P<n>" + _NAME + r")"),
     re.compile(r"\b(?i:call\s+me|calls\s+me|known\s+as)\s+(?P<n>" + _NAME_EN + r")\b"),
 )
 _NAMED_ZH = (
@@ -289,6 +297,9 @@ def _date_of(clause: str, at: datetime | None) -> str | None:
 
 
 # -- the extractor -------------------------------------------------------------------------------
+_NOT_SUBJECT = re.compile(r"(?i)^(?:the|that|this|these|those|it|it's|its|there|here|her|his|your|their|a|an|"
+                          r"what|which|you|you're|everyone|everybody|someone|people|nothing|something|"
+                          r"你|他们|她们|这|那)\b")
 _PRONOUNS_EN = re.compile(r"(?i)^(?P<p>she|he|they)(?:'s|'ve|'d|\b)")
 _PRONOUNS_ZH = re.compile(r"^(?P<p>她|他)(?!们)")
 _FIRST_EN = re.compile(r"(?i)^(?:i|i'm|i've|i'd|i'll|im|we|we're|we've|me\s+and|me)\b")
@@ -301,6 +312,8 @@ _BREAKUP_ZH = re.compile(r"分手|离婚|分开了")
 _WITH_EN = re.compile(r"\b(?i:with)\s+(?P<who>(?i:my|our)\s+" + _ADJ + r"?(?i:" + _ROLE_EN + r")|" + _NAME_EN + r")\b")
 _TOOK_EN = re.compile(r"\b(?i:took|brought|taking|bringing)\s+(?P<who>(?i:my|our)\s+" + _ADJ + r"?(?i:" + _ROLE_EN
                       + r"))\s+(?i:to|along|out)\b")
+_WITH_ACTIVITY = re.compile(r"(?i)\b(?:went|go|going|hung\s+out|hang\s+out|spent|met|had|played|watched|cooked|"
+                            r"travel(?:l)?ed|walked|ran|hiked|visited|saw|celebrated|danced|was|were|came|drove|flew)\b")
 _WITH_ZH = re.compile(r"(?:和|跟|同)(?:我的|我)?\s*(?P<who>" + _ROLE_ZH + r")(?:一起|去|出去)")
 
 
@@ -321,15 +334,17 @@ def extract_relations(text: str, at: datetime | None = None) -> list[RelationDra
         if not sentence or _QUESTION.search(sentence):
             continue
         zh = bool(re.search("[" + _CJK + "]", sentence))
-        if _HYPO_EN.search(sentence) and not zh:
-            continue
-        if zh and (_HYPO_ZH.search(sentence) or _HYPO_MIXED_EN.search(sentence)):
-            continue
+        hypothetical = bool(_HYPO_EN.search(sentence)) if not zh else bool(
+            _HYPO_ZH.search(sentence) or _HYPO_MIXED_EN.search(sentence))
         persons = _persons(sentence)
-        for p in persons:
-            if p.mention.role:
-                emit(RelationDraft(USER, p.mention.role, p.mention, evidence=sentence))
-            last = p.mention
+        # "My brother might move to Canada" still says the user has a brother; "If I had a sister" does not.
+        if not (hypothetical and _COUNTERFACTUAL.search(sentence)):
+            for p in persons:
+                if p.mention.role:
+                    emit(RelationDraft(USER, p.mention.role, p.mention, evidence=sentence))
+                last = p.mention
+        if hypothetical:
+            continue
         last = _named_self(sentence, emit) or last
         # clauses, each with a subject
         subject: Mention | None = USER
@@ -364,6 +379,8 @@ def extract_relations(text: str, at: datetime | None = None) -> list[RelationDra
                 body = clause[pm.end():]
             elif _FIRST_EN.match(clause) or (_ZH_FIRST.match(clause) and not _persons(clause)):
                 subject = USER
+            elif _NOT_SUBJECT.match(clause):
+                subject = None           # "That picture is from…", "It's from…", "Your sister lives…"
             elif re.match(r"^[A-Z][a-z]+\s+(?:lives|works|moved|is\s+from)\b", clause):
                 nm = clause.split()[0]
                 if nm.lower() in _NOT_NAME:
@@ -423,7 +440,10 @@ def _predicates(subject: Mention, body: str, clause: str, sentence: str, zh: boo
                     continue
                 if flag == "orgonly" and o in _ZH_PLACES:
                     continue
-                end = flag == "ended" or bool(re.search(r"以前|之前|曾经|(?i:used\s+to)", clause))
+                if o.startswith(("很多", "好多", "一些", "不少", "几个", "各种", "这个", "那个", "哪")):
+                    continue
+                end = flag == "ended" or bool(re.search(r"以前|之前|曾经|(?i:used\s+to)", clause)) or bool(
+                    re.search(r"不", body[:m.start() + 2]) and re.search(r"了\s*[。！.!]?\s*$", body))
                 neg = flag == "negated" or (bool(re.search(r"不|没", body[:m.start()])) and not end)
                 if pred == "visited" and flag == "visitzh" and o in ("上班", "公司", "学校"):
                     continue
@@ -466,6 +486,10 @@ def _predicates(subject: Mention, body: str, clause: str, sentence: str, zh: boo
         # with whom
         for m in (*_WITH_EN.finditer(clause), *_TOOK_EN.finditer(clause)):
             who = m.group("who")
+            if who[:1].isupper() and not who.lower().startswith(("my ", "our ")) and not (
+                    _WITH_ACTIVITY.search(clause[:m.start()]) and not re.match(r"\s+[A-Z]", clause[m.end():])
+                    and not re.search(r"(?i)\byou", clause)):
+                continue          # "deals with Nike", "A Dance with Dragons": not company the user kept
             person = _person_of(who, persons)
             if person is not None:
                 rel("with", person, False, False)
