@@ -192,7 +192,30 @@ def test_langmem_manage_memory_tool_creates_updates_and_deletes(api_url, setting
 
     assert manage.invoke({"action": "delete", "id": memory_id}, config) == f"Deleted memory {memory_id}"
     assert store.get(ns, memory_id) is None
-    assert [i.value["content"] for i in store.search(ns)] == ["User books trains, never flights"]
+    [trains] = store.search(ns)
+    assert trains.value == {"content": "User books trains, never flights"}
+
+    # the same through an agent: a scripted chat model (no LLM) calls the tool as a model would
+    from langchain.agents import create_agent          # langchain: a dependency of langmem
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    class Scripted(FakeMessagesListChatModel):
+        def bind_tools(self, tools, **kwargs):      # the script already knows which tool it calls
+            return self
+
+    def agent(*calls: dict):
+        script = [AIMessage("", tool_calls=[{"name": "manage_memory", "args": args, "id": f"call-{i}"}])
+                  for i, args in enumerate(calls)]
+        return create_agent(Scripted(responses=[*script, AIMessage("Noted.")]), tools=[manage], store=store)
+
+    out = agent({"content": "User drinks green tea", "action": "create"}).invoke(
+        {"messages": [("user", "I drink green tea")]}, config)
+    tea = out["messages"][2].content.split()[-1]
+    assert out["messages"][2].content == f"created memory {tea}" and out["messages"][-1].content == "Noted."
+    agent({"content": "User drinks black tea", "action": "update", "id": tea},
+          {"action": "delete", "id": trains.key}).invoke({"messages": [("user", "Black tea now; I fly again")]}, config)
+    assert [(i.key, i.value["content"]) for i in store.search(ns)] == [(tea, "User drinks black tea")]
     store.close()
 
 
