@@ -82,7 +82,7 @@ _PET_ZH = _alt(_PETS_ZH)
 # -- sentences, clauses -------------------------------------------------------------------------
 _SENT = re.compile(r"[^.!?。！？\n]+(?:(?:(?<=\bDr)\.|(?<=\bMr)\.|(?<=\bMrs)\.|(?<=\bMs)\.|(?<=\bSt)\.|\.(?=\w))"
                    r"[^.!?。！？\n]*)*[.!?。！？]*")
-_CLAUSE_CUT = re.compile(r"\s*[,;，；:：—–]\s*|\s+(?:and|but|so|because|since|though|although)\s+(?=(?:I|I'm|I've|"
+_CLAUSE_CUT = re.compile(r"\s*[,;，；:：—–]\s*|\s+(?:and|but|so|because|since|though|although)\s+(?:now\s+|then\s+)?(?=(?:I|I'm|I've|"
                          r"we|we're|she|he|she's|he's|they|my|My)\b)|\s+-\s+")
 _LEAD = re.compile(r"(?i)^(?:(?:hi|hey|hello|oh|ooh|wow|yeah|yes|yep|well|so|ok|okay|honestly|actually|anyway|"
                    r"btw|lol|haha|omg|guess what|fun fact|哈哈|嗯|对了|其实|话说)\b[\s,!.~]*)+")
@@ -207,7 +207,7 @@ _EN_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple((pred, re.compil
                  r"conference|convention|parade|play|musical|opera|exhibit|exhibition|fair|marathon|race|expo)"
                  r"(?:\s+(?i:convention|conference|festival|expo|night|tournament))?)\b", ""),
     ("works_at", r"\b(?i:work|works|worked|working|job)\s+(?i:at|for)\s+(?:(?i:a|an|the)\s+[\w\s-]{0,30}?"
-                 r"(?i:called|named)\s+)?(?P<o>" + _PLACE_EN + ")", ""),
+                 r"(?i:called|named)\s+|the\s+(?=[A-Z]))?(?P<o>" + _PLACE_EN + ")", ""),
     ("works_at", r"\b(?i:joined|got\s+hired\s+(?:at|by)|got\s+a\s+job\s+at|started\s+a\s+new\s+job\s+at|started\s+working\s+(?:at|for)|"
                  r"hired\s+(?:at|by)|landed\s+a\s+job\s+at|interned\s+at|employed\s+(?:at|by))\s+(?P<o>" + _PLACE_EN + ")", ""),
     ("works_at", r"\b(?i:left|quit|leaving|resigned\s+from|got\s+laid\s+off\s+from|laid\s+off\s+from|"
@@ -227,7 +227,7 @@ _CHILD_ROLES = frozenset(("son", "daughter", "child"))
 _PET_PATTERNS = (
     re.compile(r"\b(?i:my|our)\s+" + _ADJ + r"?(?P<kind>(?i:" + _PET_EN + r"))\s*,?\s+(?:(?i:named|called|is\s+called)\s+)?"
                r"(?P<name>" + _NAME_EN + r")\b"),
-    re.compile(r"\b(?i:a|an)\s+(?:[\w-]+\s+)?(?P<kind>(?i:" + _PET_EN + r"))\s+(?i:named|called)\s+(?P<name>" + _NAME_EN + r")\b"),
+    re.compile(r"\b(?i:a|an|another|our|one)\s+(?:[\w-]+\s+)?(?P<kind>(?i:" + _PET_EN + r"))\s+(?i:named|called)\s+(?P<name>" + _NAME_EN + r")\b"),
     re.compile(r"(?:我的|我家的?|我有一只|我养了一只|我养的|我有只)(?P<kind>" + _PET_ZH + r")\s*(?:叫|名叫|的名字是)?\s*"
                r"(?P<name>" + _NAME_EN + r"|[" + _CJK + r"]{2})"),
 )
@@ -283,10 +283,22 @@ def _place(name: str) -> str:
     return _canon_name(name)
 
 
+_FUTURE = re.compile(r"(?i)\b(?:next|tomorrow|upcoming|in\s+(?:a|two|three|\d+)\s+(?:days?|weeks?|months?))\b|明年|下个|下周|下星期|明天|后天")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_YEAR = re.compile(r"(?i)\b(?:in|since|back\s+in|of)\s+(?:(?P<mon>" + "|".join(_MONTHS) + r")\s+)?(?P<y>(?:19|20)\d\d)\b"
+                   r"|(?P<zy>(?:19|20)\d\d)年(?:(?P<zm>1[0-2]|[1-9])月)?")
+
+
 def _date_of(clause: str, at: datetime | None) -> str | None:
-    m = re.search(r"\b(?:in|since|back\s+in)\s+((?:19|20)\d\d)\b|((?:19|20)\d\d)年", clause)
+    """The clause's date, ISO, the first day of a year or month said coarsely ("in 2019", "in March
+    2021", "去年", "last month"), else None."""
+    m = _YEAR.search(clause)
     if m:
-        return f"{m.group(1) or m.group(2)}-01-01"
+        if m.group("y"):
+            month = _MONTHS.index(m.group("mon").lower()) + 1 if m.group("mon") else 1
+            return f"{m.group('y')}-{month:02d}-01"
+        return f"{m.group('zy')}-{int(m.group('zm') or 1):02d}-01"
     if at is None:
         return None
     got = relative_dates(clause, at)
@@ -417,6 +429,8 @@ def _predicates(subject: Mention, body: str, clause: str, sentence: str, zh: boo
     put = emit
     negated, ended = _neg_flags(clause)
     date = _date_of(clause, at)
+    if date is not None and at is not None and date > at.date().isoformat() and _FUTURE.search(clause):
+        return              # "我们明年搬去上海", "next month we move to Oslo": a plan, not a fact yet
     user = subject.is_user
 
     def rel(pred: str, obj: Mention, neg: bool = negated, end: bool = ended) -> None:

@@ -154,3 +154,10 @@ def test_bounded_cost_on_a_huge_turn():
     out = extract_relations(text, AT)
     assert time.perf_counter() - t0 < 2.0
     assert 0 < len(out) <= 32 and all(isinstance(d, RelationDraft) for d in out)
+
+
+def test_a_dated_plan_is_not_a_fact_yet_but_a_coarse_past_date_is_kept():
+    assert rels("我跟我老公说了，他说我们明年搬去上海。") == {(USER, "husband", Mention("person", role="husband"), False, False)}
+    got = extract_relations("I moved to New York City in March 2021 and now I work at the New York Times.", AT)
+    assert [(d.predicate, d.object.name, d.event_date) for d in got] == [
+        ("lives_in", "New York City", "2021-03-01"), ("works_at", "New York Times", None)]
