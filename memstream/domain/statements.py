@@ -251,7 +251,11 @@ _KIND_EN: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"(?i)\b(?:every (?:day|morning|night|evening|week|weekend|month|year|summer|winter|sunday|saturday)|"
         r"each (?:day|morning|week)|on weekends|(?:once|twice) a (?:day|week|month|year)|(?:\d+|two|three|four|five|"
         r"a few|several) times a (?:day|week|month|year)|(?:i|we) (?:usually|often|regularly|normally|typically) "
-        r"[a-z]+)\b")),
+        r"[a-z]+|"
+        # a pastime or skill told in the simple present ("I play the violin", "I speak Portuguese"): who the
+        # user is, not an event; the object must follow (not "I play it by ear", "I speak to him")
+        r"(?:i|we) (?:also |still |even )?(?:play|speak|practi[cs]e|collect|coach) (?!it\b|them\b|that\b|this\b|"
+        r"to\b|with\b|for\b|about\b|along\b|around\b|games? with\b)(?:the |some |a little )?[a-z]{3,})\b")),
     ("event", re.compile(
         r"(?i)\b(?:(?:i|we)\s+(?:(?:" + _ADV + r")\s+)*(?!(?:loved|liked|enjoyed|hated|adored|admired|preferred|"
         r"need|feed|bleed|breed|speed|heed|proceed|succeed|exceed|seed|shed|wed|embed)\b)"
@@ -339,7 +343,8 @@ _GATE_EN = {
     "plan": _has("going gonna planning hoping thinking about looking considering aiming preparing getting headed "
                  "heading off will won't plan intend want hope would wanna aim i'll we'll i'd we'd next tomorrow weekend "
                  "coming upcoming goal dream searching looking saving can't"),
-    "habit": _has("every each weekends once twice times usually often regularly normally typically"),
+    "habit": _has("every each weekends once twice times usually often regularly normally typically play speak "
+                  "practice practise collect coach"),
     "event": lambda toks, low: not _EVENT_WORDS.isdisjoint(toks) or any(t.endswith("ed") for t in toks),
     "family": _has_any(_RELATION_WORDS),
     "opinion": _has("think believe love loved like liked enjoy enjoyed prefer hate hated adore admire recommend can't "

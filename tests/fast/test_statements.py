@@ -318,3 +318,18 @@ def test_chinese_questions_without_a_mark_requests_and_dates_in_place():
         assert extract_facts(text, at=AT) == [], text
     (d,) = extract_statements("我从去年开始学吉他", AT)
     assert (d.content, d.event_date) == ("用户从2025年开始学吉他", "2025-01-01")
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("I play the violin", "User plays the violin"),
+    ("I live in Dublin and I play the violin", "User plays the violin"),
+    ("I speak Portuguese", "User speaks Portuguese"),
+    ("I collect vinyl records", "User collects vinyl records"),
+])
+def test_a_pastime_or_skill_in_the_simple_present_is_kept(text, kept):
+    assert kept in [d.content for d in extract_facts(text)]
+
+
+@pytest.mark.parametrize("text", ["I play it by ear", "I speak to him daily", "We play games with the kids"])
+def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
+    assert extract_facts(text) == []
