@@ -68,12 +68,21 @@ def extractor_dropped(settings) -> int:
     return read_health(settings).get("extractor", {}).get("components", {}).get("extractor", {}).get("dropped_erased", 0)
 
 
+def entity_names(settings, user: str) -> str:
+    """The user's entity names in pg-relations, lower-cased and joined (names keep their case there)."""
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+        rows = conn.execute(sql.SQL("SELECT name FROM {}.entities WHERE user_id = %s AND name IS NOT NULL")
+                            .format(sql.Identifier(settings.namespace)), (user,)).fetchall()
+    return " ".join(r[0].lower() for r in rows)
+
+
 def test_erase_while_publishing_leaves_no_plaintext_on_disk(settings, client, keys, pipeline):
     from schemas.codec import encode, make_envelope
     from schemas.events import TurnRecorded
 
     user = unique_user("shred")
-    canary = "vorpalsnark" + uuid.uuid4().hex[:12]
+    # letters only: a name ("My sister is called Vorpalsnark…") is read up to its first digit
+    canary = "vorpalsnark" + uuid.uuid4().hex[:12].translate(str.maketrans("0123456789", "ghijklmnop"))
     # 1. The user's content reaches every read model: memories (pgvector + graph), preferences,
     #    the session window, a task buffer.
     client.record_turn(user, "s1", "user", f"My name is {canary}.")
@@ -81,9 +90,12 @@ def test_erase_while_publishing_leaves_no_plaintext_on_disk(settings, client, ke
     client.record_turn(user, "s1", "user", f"I like {canary} tea")
     client.start_task(user, "t1", goal=f"book a table at {canary} bistro")
     client.record_step(user, "t1", f"called {canary} bistro")
+    # relational memory (#26): an entity name and a relation's evidence in pg-relations
+    client.record_turn(user, "s1", "user", f"My sister is called {canary.capitalize()}.")
     wait_for(lambda: len(memories(settings, user)) >= 3 and preferences(settings, user)
-             and len(session_window(settings, user, "s1")) >= 3 and task_steps(settings, user, "t1")
-             and graph_nodes(settings, user) >= 3, what="the user's content in every read model")
+             and len(session_window(settings, user, "s1")) >= 4 and task_steps(settings, user, "t1")
+             and graph_nodes(settings, user) >= 3 and canary in entity_names(settings, user),
+             what="the user's content in every read model")
     assert any(canary in m["content"] for m in memories(settings, user))
     key_bytes = wrapped_key(settings, user)
     baseline = extractor_dropped(settings)
