@@ -34,7 +34,9 @@ class NotFound(MemstreamError):
 
 
 def _rows(settings: Settings, where: str, params: tuple, limit: int | None = None) -> list[dict]:
-    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
+    # As the query side's role (SELECT on the read models only), not the owner: the audit routes
+    # serve requests, and a serving path holds no more privilege than reading needs (#28).
+    with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
         if not stores.table_exists(conn, settings.namespace, "audit_events"):
             return []
         cur.execute(sql.SQL("SELECT " + COLUMNS + " FROM {}.audit_events WHERE " + where
