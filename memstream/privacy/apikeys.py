@@ -8,8 +8,9 @@ from the log, backed up with it), table `<namespace>.api_keys`.
 Verification caches a verified key in-process for MEMSTREAM_API_KEY_CACHE_S seconds (default 5),
 so a recall pays a dictionary lookup, not a database round trip. The price: a revoked key keeps
 working for at most that long in a process that verified it just before. Unknown keys are cached
-(as unknown) for the same time, so a flood of bad keys does not become a flood of queries; the
-cache is bounded.
+(as unknown) for the same time, so a flood of bad keys does not become a flood of queries. Both
+caches are bounded, and apart: a flood of random keys evicts only the oldest unknown ones, never a
+verified key (#28: emptying every entry at the bound made each legitimate caller query again).
 
 `memstream stack up` creates a local admin key (tenant `default`, every scope) into
 <stack_dir>/secrets/api.key (mode 0600, never printed); the CLI, the demo, the HTTP SDK and the
@@ -23,6 +24,7 @@ import os
 import secrets
 import threading
 import time
+from collections import OrderedDict
 
 import psycopg
 import psycopg.sql
@@ -34,7 +36,8 @@ from memstream.privacy.tenants import (DEFAULT_TENANT, SCOPES, Principal, check_
 from memstream.resilience import Unavailable
 
 PREFIX = "msk"
-CACHE_MAX = 10_000
+CACHE_MAX = 10_000      # verified keys held (the oldest-expiring beyond it go first)
+MISSES_MAX = 10_000     # unknown keys held, least recently seen evicted first
 
 DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
@@ -74,9 +77,11 @@ class ApiKeys:
         self._schema = psycopg.sql.Identifier(settings.namespace)
         self._dsn = settings.pg_dsn(settings.pg_keys_database, role=role)
         self._cache_s = settings.api_key_cache_s if cache_s is None else cache_s
-        self._cache: dict[bytes, tuple[float, Principal | None]] = {}
+        self._cache: dict[bytes, tuple[float, Principal]] = {}
+        self._misses: OrderedDict[bytes, float] = OrderedDict()
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
+        self._cache_lock = threading.Lock()   # verifications run on worker threads
         pgroles.run_ddl(settings, settings.pg_keys_database, psycopg.sql.SQL(DDL).format(
             schema=self._schema, api=psycopg.sql.Identifier(pgroles.role_name(settings, "api"))))
 
@@ -126,15 +131,18 @@ class ApiKeys:
         cur = self._execute("UPDATE {schema}.api_keys SET revoked_at = now() WHERE key_id = %s AND revoked_at IS NULL",
                             (key_id,))
         self._cache.clear()                   # this process at once
+        self._misses.clear()
         return cur.rowcount > 0
 
     # -- verification ---------------------------------------------------------------------------
     def cached(self, token: str) -> tuple[bool, Principal | None]:
         """(known, principal) from the in-process cache alone: no I/O, safe on an event loop."""
-        hit = self._cache.get(hashlib.sha256(token.encode()).digest())
-        if hit is not None and hit[0] > time.monotonic():
+        digest, now = hashlib.sha256(token.encode()).digest(), time.monotonic()
+        hit = self._cache.get(digest)
+        if hit is not None and hit[0] > now:
             return True, hit[1]
-        return False, None
+        missed = self._misses.get(digest)
+        return (True, None) if missed is not None and missed > now else (False, None)
 
     def verify(self, token: str) -> Principal | None:
         """The key's principal, or None for an unknown, malformed or revoked key."""
@@ -142,10 +150,28 @@ class ApiKeys:
         if known:
             return principal
         principal = self._lookup(token)
-        if len(self._cache) >= CACHE_MAX:
-            self._cache.clear()
-        self._cache[hashlib.sha256(token.encode()).digest()] = (time.monotonic() + self._cache_s, principal)
+        self._remember(hashlib.sha256(token.encode()).digest(), principal)
         return principal
+
+    def _remember(self, digest: bytes, principal: Principal | None) -> None:
+        with self._cache_lock:
+            self._remember_locked(digest, principal)
+
+    def _remember_locked(self, digest: bytes, principal: Principal | None) -> None:
+        until = time.monotonic() + self._cache_s
+        if principal is None:
+            self._misses[digest] = until
+            self._misses.move_to_end(digest)
+            while len(self._misses) > MISSES_MAX:
+                self._misses.popitem(last=False)
+            return
+        if len(self._cache) >= CACHE_MAX and digest not in self._cache:
+            now = time.monotonic()
+            for d in [d for d, (t, _) in self._cache.items() if t <= now]:
+                del self._cache[d]
+            while len(self._cache) >= CACHE_MAX:
+                del self._cache[min(self._cache, key=lambda d: self._cache[d][0])]
+        self._cache[digest] = (until, principal)
 
     def _lookup(self, token: str) -> Principal | None:
         parsed = _parse(token)
