@@ -43,6 +43,11 @@ class Timeout(MemstreamError):
     """A wait (e.g. read-your-writes) ran past its deadline."""
 
 
+class TooManyWaits(Timeout):
+    """A tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for positions: retry shortly
+    (HTTP 429). A Timeout, so every caller that retries a not-yet retries this too."""
+
+
 class InvalidInput(MemstreamError, ValueError):
     """A caller's input breaks the input contract (schemas/limits.py): the message names the field
     and the limit. Also a ValueError, so a pydantic validator raising it yields a validation error."""

@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException
 
 from memstream.config import Settings, get_settings
 from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotActive, NotAuthenticated, PositionPastEnd, Timeout,
-                              UserErased)
+                              TooManyWaits, UserErased)
 from memstream.privacy.tenants import NotYours, Principal
 from memstream.services import audit, context, erase, forget, memories, profile, recall, relations, remember, short_term
 from memstream.services.access import authenticate
@@ -565,12 +565,15 @@ class BodyLimit:
 def _responses(*codes: int) -> dict:
     """Every route also answers 401 (no or unknown key), 403 (a scope missing) and 404 (a user or
     memory outside the key's reach: another tenant's, or not the key's bound user)."""
-    codes = tuple(sorted({401, 403, 404, *codes}))
+    # 429 goes with 503 wherever a read waits for `after` (MEMSTREAM_MAX_WAITS_PER_TENANT)
+    codes = tuple(sorted({401, 403, 404, *codes, *((429,) if 503 in codes and 409 in codes else ())}))
     what = {401: "No API key, or an unknown or revoked one", 403: "The API key lacks a scope this needs (named)",
             404: "Not found, or not reachable with this API key", 410: "The user was erased: nothing can be recorded for them",
             409: "`after` is past the end of the log: no publish returned that position",
             413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
-            422: "Invalid input: `problems` names each field", 503: "Not applied yet within wait_s, "
+            422: "Invalid input: `problems` names each field",
+            429: "This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after "
+                 "Retry-After", 503: "Not applied yet within wait_s, "
             "or a backing service is unavailable: retry later"}
     return {c: {"model": ErrorOut, "description": what[c]} for c in codes}
 
@@ -647,6 +650,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(NotActive)
     async def not_active(request: Request, exc: NotActive):
         return JSONResponse(status_code=409, content={"error": str(exc)})
+
+    @app.exception_handler(TooManyWaits)
+    async def too_many_waits(request: Request, exc: TooManyWaits):
+        return JSONResponse(status_code=429, headers={"Retry-After": "1"}, content={"error": str(exc)})
 
     @app.exception_handler(Timeout)
     async def not_yet(request: Request, exc: Timeout):

@@ -11,6 +11,6 @@ async def context(backend, caller: Caller, user: str, query: str, *, session: st
                   task: str | None = None, budget: int = 1200, slot_budgets: dict | None = None, k: int = 8,
                   after: str | None = None, wait_s: float = 5.0, filters: dict | None = None) -> dict:
     internal = caller.internal(user)
-    await wait_for(backend, after, CONTEXT_READS, wait_s)
+    await wait_for(backend, after, CONTEXT_READS, wait_s, caller)
     return await build_context(backend.models, ContextRequest(internal, query, session, task, budget,
                                                               dict(slot_budgets or {}), k, filters))

@@ -155,7 +155,7 @@ async def page(backend, caller: Caller, user: str, *, status: str = "active", fi
         simple.append(filters)
     where, params = memory_filters.compile_filter({"and": simple} if simple else None)
     last = memory_filters.decode_cursor(cursor) if cursor else None
-    await wait_for(backend, after, RECALL_READS, wait_s)
+    await wait_for(backend, after, RECALL_READS, wait_s, caller)
     rows = await asyncio.to_thread(queries.list_memories, backend.models, internal, where, params, last, limit)
     more = len(rows) > limit
     rows = rows[:limit]
@@ -167,7 +167,7 @@ async def one(backend, caller: Caller, user: str, memory_id: str, *, after: str 
               wait_s: float = 5.0) -> dict:
     """One memory of the user; another user's (memory ids are global), or none, is NotYours (404)."""
     internal = caller.internal(user)
-    await wait_for(backend, after, RECALL_READS, wait_s)
+    await wait_for(backend, after, RECALL_READS, wait_s, caller)
     row = await asyncio.to_thread(queries.get_memory, backend.models, internal, memory_id)
     if row is None:
         raise NotYours("no such memory")
@@ -242,7 +242,7 @@ async def history(backend, caller: Caller, user: str, memory_id: str, *, after: 
     from replay.audit import NotFound, memory_audit, memory_user
     internal = caller.internal(user)
     settings = backend.settings
-    await wait_for(backend, after, RECALL_READS + ("audit-index",), wait_s)
+    await wait_for(backend, after, RECALL_READS + ("audit-index",), wait_s, caller)
     if await asyncio.to_thread(memory_user, settings, memory_id) != internal:
         raise NotYours("no such memory")
     owned(caller, internal)

@@ -20,7 +20,7 @@ async def _profile(backend, internal: str, as_of: datetime | None) -> dict:
 async def profile(backend, caller: Caller, user: str, *, after: str | None = None, wait_s: float = 5.0,
                   as_of: datetime | None = None) -> dict:
     internal = caller.internal(user)
-    await wait_for(backend, after, PROFILE_READS, wait_s)
+    await wait_for(backend, after, PROFILE_READS, wait_s, caller)
     return await _profile(backend, internal, as_of)
 
 
@@ -28,5 +28,5 @@ async def preferences(backend, caller: Caller, user: str, *, after: str | None =
                       as_of: datetime | None = None) -> dict:
     """The profile's preference table alone (waits only for the preference projector)."""
     internal = caller.internal(user)
-    await wait_for(backend, after, PREFERENCE_READS, wait_s)
+    await wait_for(backend, after, PREFERENCE_READS, wait_s, caller)
     return (await _profile(backend, internal, as_of))["preferences"]

@@ -6,13 +6,17 @@ callers hold no thread. Two tokens can never be applied, and waiting them out wo
 "retry later" that is a lie: one that is no position of this namespace's log (InvalidInput), and
 one past the end of its partition, which no publish returned (PositionPastEnd). The log's end is
 asked only after the wait ran out: a real token is applied before that.
+
+A tenant may have at most MEMSTREAM_MAX_WAITS_PER_TENANT waits in flight in one process (#28):
+each wait polls the read models, and 100 hanging waits of one tenant doubled another tenant's
+recall latency; one more is refused at once (TooManyWaits, HTTP 429), never queued.
 """
 from __future__ import annotations
 
 import asyncio
 
 from memstream.bus import Position
-from memstream.errors import InvalidInput, PositionPastEnd, Timeout
+from memstream.errors import InvalidInput, PositionPastEnd, Timeout, TooManyWaits
 from query.consistency import SOURCES, wait_until_applied_async
 
 # Which read models (projectors) each query reads.
@@ -30,11 +34,30 @@ def log_topics(settings) -> set[str]:
     return {settings.topic(t) for t in SOURCES}
 
 
-async def wait_for(backend, after: str | None, reads: tuple[str, ...], wait_s: float) -> None:
+# Waits in flight per tenant in this process (one event loop: no lock needed).
+_waiting: dict[str, int] = {}
+
+
+async def wait_for(backend, after: str | None, reads: tuple[str, ...], wait_s: float, caller=None) -> None:
     """Return once every read model in `reads` has applied `after` (at once without one); Timeout
-    after `wait_s` (at most MEMSTREAM_MAX_WAIT_S)."""
+    after `wait_s` (at most MEMSTREAM_MAX_WAIT_S); TooManyWaits when `caller`'s tenant already has
+    its share waiting."""
     if not after:
         return
+    tenant = getattr(caller, "tenant", "")
+    if _waiting.get(tenant, 0) >= backend.settings.max_waits_per_tenant:
+        raise TooManyWaits(f"too many reads waiting for their `after` position ({backend.settings.max_waits_per_tenant} "
+                           "at once per tenant): retry in a moment")
+    _waiting[tenant] = _waiting.get(tenant, 0) + 1
+    try:
+        await _wait(backend, after, reads, wait_s)
+    finally:
+        _waiting[tenant] -= 1
+        if not _waiting[tenant]:
+            del _waiting[tenant]
+
+
+async def _wait(backend, after: str, reads: tuple[str, ...], wait_s: float) -> None:
     settings = backend.settings
     pos = Position.parse(after)
     topics = log_topics(settings)

@@ -24,7 +24,7 @@ async def recall(backend, caller: Caller, user: str, query: str, *, channel: str
     memory.recalled event (api, mcp, cli). `filters`: Mem0-style (projections/memory_filters.py),
     run in SQL with the rest of the query."""
     internal = caller.internal(user)
-    await wait_for(backend, after, RECALL_READS, wait_s)
+    await wait_for(backend, after, RECALL_READS, wait_s, caller)
     req = RecallRequest(internal, query, k, categories, tags, max_age_hours, min_score, expand, filters=filters)
     if as_of is not None:
         from replay.timetravel import recall_as_of

@@ -164,7 +164,7 @@ def find_path(models, user: str, source: str, target: str, max_hops: int = MAX_H
 async def entities(backend, caller: Caller, user: str, entity_type: str | None = None, *,
                    after: str | None = None, wait_s: float = 5.0) -> dict:
     internal = caller.internal(user)
-    await wait_for(backend, after, RELATION_READS, wait_s)
+    await wait_for(backend, after, RELATION_READS, wait_s, caller)
     rows = await asyncio.to_thread(list_entities, backend.models, internal, entity_type)
     return externalize({"user": internal, "entities": rows}, caller)
 
@@ -172,7 +172,7 @@ async def entities(backend, caller: Caller, user: str, entity_type: str | None =
 async def entity(backend, caller: Caller, user: str, entity_id: str, as_of: datetime | None = None, *,
                  after: str | None = None, wait_s: float = 5.0) -> dict:
     internal = caller.internal(user)
-    await wait_for(backend, after, RELATION_READS, wait_s)
+    await wait_for(backend, after, RELATION_READS, wait_s, caller)
     out = await asyncio.to_thread(one_entity, backend.models, internal, entity_id, as_of)
     return externalize({"user": internal, **out}, caller)
 
@@ -181,7 +181,7 @@ async def relations(backend, caller: Caller, user: str, *, predicate: str | None
                     subject: str | None = None, obj: str | None = None, as_of: datetime | None = None,
                     after: str | None = None, wait_s: float = 5.0) -> dict:
     internal = caller.internal(user)
-    await wait_for(backend, after, RELATION_READS, wait_s)
+    await wait_for(backend, after, RELATION_READS, wait_s, caller)
     out = await asyncio.to_thread(find_relations, backend.models, internal, predicate=predicate, group=group,
                                   subject=subject, obj=obj, as_of=as_of)
     return externalize({"user": internal, **out}, caller)
@@ -190,6 +190,6 @@ async def relations(backend, caller: Caller, user: str, *, predicate: str | None
 async def path(backend, caller: Caller, user: str, source: str, target: str, max_hops: int = MAX_HOPS,
                as_of: datetime | None = None, *, after: str | None = None, wait_s: float = 5.0) -> dict:
     internal = caller.internal(user)
-    await wait_for(backend, after, RELATION_READS, wait_s)
+    await wait_for(backend, after, RELATION_READS, wait_s, caller)
     out = await asyncio.to_thread(find_path, backend.models, internal, source, target, max_hops, as_of)
     return externalize({"user": internal, **out}, caller)

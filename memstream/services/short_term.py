@@ -17,7 +17,7 @@ async def task(backend, caller: Caller, user: str, task_id: str, k: int = 20, *,
                wait_s: float = 5.0) -> dict:
     """{"task": its start/finish (or None), "steps": its newest k steps}."""
     internal = caller.internal(user)
-    await wait_for(backend, after, TASK_READS, wait_s)
+    await wait_for(backend, after, TASK_READS, wait_s, caller)
     settings = backend.settings
     return await asyncio.to_thread(lambda: {"task": task_status(settings, internal, task_id),
                                             "steps": task_steps(settings, internal, task_id, k)})
@@ -28,5 +28,5 @@ async def session(backend, caller: Caller, user: str, session_id: str, *, with_s
     """The session's window, oldest first; with_summary: {"messages", "summary"} (the rolling
     summary of what fell out of the window)."""
     internal = caller.internal(user)
-    await wait_for(backend, after, SESSION_READS, wait_s)
+    await wait_for(backend, after, SESSION_READS, wait_s, caller)
     return await asyncio.to_thread(session_window, backend.settings, internal, session_id, with_summary=with_summary)

@@ -56,3 +56,41 @@ def test_no_token_waits_for_nothing_and_a_foreign_one_is_refused_at_once():
     for token in ("elsewhere.turns:0:1", f"{backend.settings.topic('turns')}:{backend.settings.partitions}:1"):
         with pytest.raises(InvalidInput, match="is not a position in this namespace's log"):
             asyncio.run(wait_for(backend, token, ("pgvector-items",), 5.0))
+
+
+def test_a_tenant_gets_its_share_of_waiting_reads_and_the_next_is_refused_at_once(monkeypatch):
+    """MEMSTREAM_MAX_WAITS_PER_TENANT (#28): one tenant's hanging waits cannot take every wait of a
+    process; one more of that tenant is a TooManyWaits (HTTP 429) at once, another tenant waits."""
+    from types import SimpleNamespace
+
+    from memstream.errors import TooManyWaits
+    from memstream.services import read_your_writes
+
+    release = None
+    entered: list[str] = []
+
+    async def hangs(backend, after, reads, wait_s):
+        entered.append(after)
+        await release.wait()
+
+    monkeypatch.setattr(read_your_writes, "_wait", hangs)
+    backend = SimpleNamespace(settings=get_settings().model_copy(update={"max_waits_per_tenant": 2}))
+    acme, globex = (Principal(k, t, frozenset({"memory:read"})) for k, t in (("k1", "acme"), ("k2", "globex")))
+
+    async def scenario():
+        nonlocal release
+        release = asyncio.Event()
+        held = [asyncio.create_task(wait_for(backend, f"t:0:{i}", ("pgvector-items",), 5.0, acme)) for i in range(2)]
+        await asyncio.sleep(0)
+        with pytest.raises(TooManyWaits, match="2 at once per tenant"):
+            await wait_for(backend, "t:0:9", ("pgvector-items",), 5.0, acme)
+        other = asyncio.create_task(wait_for(backend, "t:0:5", ("pgvector-items",), 5.0, globex))
+        await asyncio.sleep(0)
+        assert sorted(entered) == ["t:0:0", "t:0:1", "t:0:5"]
+        release.set()
+        await asyncio.gather(*held, other)
+        # the share is given back: acme waits again
+        await wait_for(backend, "t:0:7", ("pgvector-items",), 5.0, acme)
+        assert read_your_writes._waiting == {}
+
+    asyncio.run(scenario())

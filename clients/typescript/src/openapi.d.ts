@@ -1572,6 +1572,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -1746,6 +1755,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -1826,6 +1844,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2411,6 +2438,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -2490,6 +2526,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2584,6 +2629,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2737,6 +2791,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2998,6 +3061,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -3084,6 +3156,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -3163,6 +3244,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3260,6 +3350,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -3342,6 +3441,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3434,6 +3542,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -3514,6 +3631,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
