@@ -48,6 +48,11 @@ class TooManyWaits(Timeout):
     (HTTP 429). A Timeout, so every caller that retries a not-yet retries this too."""
 
 
+class TooManyAsOf(TooManyWaits):
+    """MEMSTREAM_MAX_AS_OF_REPLAYS as-of reads are replaying in this process already: retry shortly
+    (HTTP 429)."""
+
+
 class InvalidInput(MemstreamError, ValueError):
     """A caller's input breaks the input contract (schemas/limits.py): the message names the field
     and the limit. Also a ValueError, so a pydantic validator raising it yields a validation error."""

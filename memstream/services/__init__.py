@@ -24,8 +24,9 @@ would otherwise be written once per entry point:
   keys.py            API keys and the key store's master key (operators)
   topics.py          the namespace's topics (operators)
   backend.py         the connections the use cases share, opened on first use
+  as_of.py           the budget of replay-based as-of reads
 
-Time travel is not a module of its own: it is the `as_of` argument of the read use cases.
+Time travel is the `as_of` argument of the read use cases (as_of.py only bounds how many replay at once).
 The use cases a caller asks for are coroutines (the read-your-writes wait is asyncio's, holding no
 thread); the CLI runs one with asyncio.run. The operators' (keys, topics) are plain functions.
 """

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from typing import Any
 
+from memstream.services.as_of import replayed
 from memstream.privacy.tenants import DEFAULT_TENANT, NotYours, externalize, internal_user
 from memstream.services.access import Caller, owned
 from memstream.services.read_your_writes import RECALL_READS, wait_for
@@ -33,7 +34,7 @@ async def listed(backend, caller: Caller, user: str, limit: int = 100, as_of: da
     internal = caller.internal(user)
     if as_of is not None:
         from replay.timetravel import memories_as_of
-        return await asyncio.to_thread(memories_as_of, backend.settings, internal, as_of, limit=limit)
+        return await replayed(backend.settings, memories_as_of, backend.settings, internal, as_of, limit=limit)
     return await asyncio.to_thread(queries.memories, backend.settings, internal, limit)
 
 
@@ -42,7 +43,7 @@ async def preference_rows(backend, caller: Caller, user: str, as_of: datetime | 
     internal = caller.internal(user)
     if as_of is not None:
         from replay.timetravel import preferences_as_of
-        return await asyncio.to_thread(preferences_as_of, backend.settings, internal, as_of)
+        return await replayed(backend.settings, preferences_as_of, backend.settings, internal, as_of)
     return await asyncio.to_thread(queries.preferences, backend.settings, internal)
 
 

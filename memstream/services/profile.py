@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+from memstream.services.as_of import replayed
 from memstream.services.access import Caller
 from memstream.services.read_your_writes import PREFERENCE_READS, PROFILE_READS, wait_for
 from query.profile import profile as current_profile
@@ -13,7 +14,7 @@ from query.profile import profile as current_profile
 async def _profile(backend, internal: str, as_of: datetime | None) -> dict:
     if as_of is not None:
         from replay.timetravel import profile_as_of
-        return await asyncio.to_thread(profile_as_of, backend.settings, internal, as_of)
+        return await replayed(backend.settings, profile_as_of, backend.settings, internal, as_of)
     return await asyncio.to_thread(current_profile, backend.models, internal)
 
 

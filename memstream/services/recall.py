@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+from memstream.services.as_of import replayed
 from memstream.services.access import Caller
 from memstream.services.read_your_writes import RECALL_READS, wait_for
 from query.recall import RecallRequest, recall as ranked, recalled_event
@@ -28,7 +29,7 @@ async def recall(backend, caller: Caller, user: str, query: str, *, channel: str
     req = RecallRequest(internal, query, k, categories, tags, max_age_hours, min_score, expand, filters=filters)
     if as_of is not None:
         from replay.timetravel import recall_as_of
-        return await asyncio.to_thread(recall_as_of, backend.models, req, as_of)
+        return await replayed(backend.settings, recall_as_of, backend.models, req, as_of)
     hits = await asyncio.to_thread(ranked, backend.models, req)
     event = recalled_event(hits, channel)
     if event is not None:

@@ -94,3 +94,26 @@ def test_a_tenant_gets_its_share_of_waiting_reads_and_the_next_is_refused_at_onc
         assert read_your_writes._waiting == {}
 
     asyncio.run(scenario())
+
+
+def test_as_of_replays_beyond_the_budget_are_refused_at_once_and_the_budget_comes_back():
+    """MEMSTREAM_MAX_AS_OF_REPLAYS (#28): a replay-based as-of read costs a schema and the user's
+    history; one more than the budget is a TooManyAsOf (HTTP 429) at once, never queued."""
+    import threading
+
+    from memstream.errors import TooManyAsOf
+    from memstream.services import as_of
+
+    settings = get_settings().model_copy(update={"max_as_of_replays": 1})
+    gate = threading.Event()
+
+    async def scenario():
+        first = asyncio.create_task(as_of.replayed(settings, gate.wait, 5))
+        await asyncio.sleep(0.05)
+        with pytest.raises(TooManyAsOf, match="1 per process"):
+            await as_of.replayed(settings, lambda: "never")
+        gate.set()
+        assert await first is True
+        assert await as_of.replayed(settings, lambda: "again") == "again"
+
+    asyncio.run(scenario())
