@@ -1,7 +1,7 @@
-"""Prompt context: six slots filled concurrently, fitted to a token budget, trimmed by priority.
+"""Prompt context: seven slots filled concurrently, fitted to a token budget, trimmed by priority.
 
-Slots, most important first: constraints (never dropped), profile, recall, task memory, tool
-state, recent conversation. The answer is the text and a per-slot account of what was kept and
+Slots, most important first: constraints (never dropped), profile, recall, the people and places
+the question names (query/people.py, #26), task memory, tool state, recent conversation. The answer is the text and a per-slot account of what was kept and
 what was cut.
 """
 from __future__ import annotations
@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from memstream.domain.token_budget import Slot, assemble
 from memstream.metrics import timed_query
 from projections.queries import session_window, task_steps
+from query.people import people_lines
 from query.profile import profile
 from query.recall import RecallRequest, recall
 from query.store import ReadModels
 
-DEFAULT_BUDGETS = {"constraints": 200, "profile": 200, "recall": 400, "task": 200, "tool_state": 100, "recent": 300}
+DEFAULT_BUDGETS = {"constraints": 200, "profile": 200, "recall": 400, "people": 150, "task": 200, "tool_state": 100,
+                   "recent": 300}
 TITLES = {"constraints": "Constraints", "profile": "About the user", "recall": "Relevant memories",
+          "people": "People and places",
           "task": "Task so far", "tool_state": "Tool state", "recent": "Recent conversation"}
 
 
@@ -58,9 +61,10 @@ def _recent(models: ReadModels, req: ContextRequest) -> list[str]:
 @timed_query("context")   # memstream_query_seconds{query="context"}
 async def build_context(models: ReadModels, req: ContextRequest) -> dict:
     # 1. fill the slots concurrently (each is an independent read)
-    (constraints, about, profiled), hits, (done, failing), recent = await asyncio.gather(
+    (constraints, about, profiled), hits, people, (done, failing), recent = await asyncio.gather(
         asyncio.to_thread(_constraints_and_profile, models, req.user),
         asyncio.to_thread(recall, models, RecallRequest(req.user, req.query, k=req.k, filters=req.filters)),
+        asyncio.to_thread(people_lines, models, req.user, req.query),
         asyncio.to_thread(_task, models, req),
         asyncio.to_thread(_recent, models, req))
     # 2. recall adds what the profile does not already say; tool failures remembered from before
@@ -70,6 +74,7 @@ async def build_context(models: ReadModels, req: ContextRequest) -> dict:
     slots = [Slot("constraints", TITLES["constraints"], constraints, budgets["constraints"], required=True),
              Slot("profile", TITLES["profile"], about, budgets["profile"]),
              Slot("recall", TITLES["recall"], recalled, budgets["recall"]),
+             Slot("people", TITLES["people"], people, budgets["people"]),
              Slot("task", TITLES["task"], done[::-1], budgets["task"], newest_first=True),
              Slot("tool_state", TITLES["tool_state"], tool_state, budgets["tool_state"]),
              Slot("recent", TITLES["recent"], recent[::-1], budgets["recent"], newest_first=True)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memstream.domain.entities import SELF
+from memstream.domain.entities import RELATIONS, SELF
 from query.store import ReadModels
 
 REL_COLUMNS = ("relation_id, subject_id, predicate, object_id, valid_from, valid_to, recorded_at, ended_at_recorded, "
@@ -122,3 +122,22 @@ def path(models: ReadModels, user: str, sources: list[str], targets: list[str], 
     ids, dirs = rows[0]["rels"], rows[0]["dirs"]
     by_id = {r["relation_id"]: r for r in relations(models, user, ids=list(ids), all_times=True)}
     return [{**by_id[i], "forward": d} for i, d in zip(ids, dirs)]
+
+
+USER_NAME = "the user"
+
+
+def display(eid: str, known: dict[str, dict]) -> str:
+    """How an entity reads in a sentence: "the user", its name, else its id."""
+    if eid == SELF:
+        return USER_NAME
+    row = known.get(eid)
+    return (row or {}).get("name") or eid
+
+
+def sentence(rel: dict, known: dict[str, dict]) -> str | None:
+    """The relation as English ("Ana is the user's sister"), None for a predicate outside the ontology."""
+    r = RELATIONS.get(rel["predicate"])
+    if r is None:
+        return None
+    return r.en.format(s=display(rel["subject_id"], known), o=display(rel["object_id"], known))

@@ -79,3 +79,18 @@ def test_replay_verify_is_exact_and_whatif_reproduces_the_live_relation_decision
     assert wi.live_counts.get("relation.asserted", 0) >= 4
     for kind in ("entity.observed", "relation.asserted", "relation.ended"):
         assert wi.whatif_counts.get(kind, 0) == wi.live_counts.get(kind, 0), (kind, wi.as_dict())
+
+
+def test_the_prompt_context_tells_the_agent_about_the_people_a_question_names(told):
+    http, user, token = told
+    http.get(f"/v1/users/{user}/relations", params={"after": token, **WAIT}).raise_for_status()
+    r = http.post("/v1/context", json={"user": user, "query": "Where does my sister live?"})
+    assert r.status_code == 200, r.text
+    ctx = r.json()
+    assert "People and places" in ctx["text"] and "Ana lives in Rome" in ctx["text"], ctx["text"]
+    assert "Ana is the user's sister" in ctx["text"]
+    # by name too, and a question naming no one leaves the slot empty
+    by_name = http.post("/v1/context", json={"user": user, "query": "Is Ana doing well?"}).json()
+    assert "Ana lives in Rome" in by_name["text"]
+    nobody = http.post("/v1/context", json={"user": user, "query": "what should I cook tonight?"}).json()
+    assert "People and places" not in nobody["text"]

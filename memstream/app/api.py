@@ -488,7 +488,7 @@ class ContextIn(BaseModel):
     session: SessionId | None = None
     task: TaskId | None = None
     budget: int = Field(1200, ge=50, le=100_000)
-    slot_budgets: dict[Literal["constraints", "profile", "recall", "task", "tool_state", "recent"],
+    slot_budgets: dict[Literal["constraints", "profile", "recall", "people", "task", "tool_state", "recent"],
                        Annotated[int, Field(ge=0, le=100_000)]] = Field(default_factory=dict)
     k: int = Field(8, ge=1, le=50)
     filters: MemoryFilter | None = Field(None, description="Mem0-style filters on the memories the recall slot reads (agent_id, run_id, "

@@ -26,7 +26,8 @@ GROUPS = ("family", "partner", "social", "work", "place", "possession", "partici
 # A group as asked for: "family" is kin and partners alike.
 GROUP_FAMILIES = {"family": ("family", "partner")}
 MAX_HOPS = 3
-USER_NAME = "the user"
+USER_NAME = q.USER_NAME
+sentence = q.sentence   # the API and CLI read relations as these sentences
 
 
 class UnknownEntity(MemstreamError):
@@ -39,21 +40,6 @@ def predicates_of(group: str) -> list[str]:
         raise InvalidInput(f"group {group!r}: choose one of {', '.join(GROUPS)}")
     families = GROUP_FAMILIES.get(group, (group,))
     return sorted(p for p, r in RELATIONS.items() if r.group in families)
-
-
-def _display(eid: str, known: dict[str, dict]) -> str:
-    if eid == SELF:
-        return USER_NAME
-    row = known.get(eid)
-    return (row or {}).get("name") or eid
-
-
-def sentence(rel: dict, known: dict[str, dict]) -> str | None:
-    """The relation as English ("Ana is the user's sister"), None for a predicate outside the ontology."""
-    r = RELATIONS.get(rel["predicate"])
-    if r is None:
-        return None
-    return r.en.format(s=_display(rel["subject_id"], known), o=_display(rel["object_id"], known))
 
 
 def shaped(rel: dict, known: dict[str, dict]) -> dict:

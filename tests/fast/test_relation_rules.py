@@ -175,3 +175,11 @@ def test_relation_claims_leave_out_what_the_contract_refuses_never_the_turn():
     kept = relation_claims([RelationDraft(USER, "friend", long_name), RelationDraft(USER, "sister", ANA),
                             RelationDraft(USER, "Not A Predicate", ANA)])
     assert [(c.predicate, c.object.name) for c in kept] == [("sister", "Ana")]
+
+
+def test_a_question_names_roles_in_english_and_chinese():
+    from query.people import roles_in
+    assert roles_in("Where does my sister live?") == ["sister"]
+    assert roles_in("What did the user's Mom say about my brothers?") == ["mother", "brother"]
+    assert roles_in("我妈妈住在哪里？") == ["mother"]
+    assert roles_in("Where do sisters usually live?") == []   # no one of the user's

@@ -30,7 +30,7 @@ from memstream_client.models import (AddResult, Category, Context, Entities, Ent
 DEFAULT_URL = "http://127.0.0.1:8080"
 After = str | Position | None
 Messages = Sequence[Message | Mapping[str, Any]]
-SlotName = Literal["constraints", "profile", "recall", "task", "tool_state", "recent"]
+SlotName = Literal["constraints", "profile", "recall", "people", "task", "tool_state", "recent"]
 
 
 class _Unset(enum.Enum):
