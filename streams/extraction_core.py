@@ -193,34 +193,72 @@ class LlmExtractor:
         self.llm = llm
         self.embedder = embedder
 
-    async def facts_for_turn(self, turn: Envelope[TurnRecorded]) -> list[tuple[int, LlmFact, tuple]]:
-        """The LLM's new, classified facts for one turn; [] when the LLM gave no usable answer."""
+    async def facts_for_turn(self, turn: Envelope[TurnRecorded]) -> tuple[list[tuple[int, LlmFact, tuple]],
+                                                                          list[RelationClaim]]:
+        """The LLM's new, classified facts for one turn and the relations it read; ([], []) when
+        the LLM gave no usable answer."""
         try:
-            answer = await self.llm.extract(turn.data.content)
-            if not answer:
-                return []
-            kept = new_facts(turn.data.content, answer)
+            answer = await self.llm.extract_all(turn.data.content)
+            if answer is None:
+                return [], []
+            claims = llm_claims(answer.relations)
+            kept = new_facts(turn.data.content, list(answer.facts))
             labels = await asyncio.gather(*(classified(self.llm, f) for _, f in kept))
-            return [(i, f, label) for (i, f), label in zip(kept, labels)]
+            return [(i, f, label) for (i, f), label in zip(kept, labels)], claims
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - one bad answer costs that turn's LLM facts, never the worker
             log.exception("llm extraction failed for turn %s; its rule facts are unaffected", turn.id)
-            return []
+            return [], []
 
-    async def facts_for(self, turns: list[Envelope[TurnRecorded]]) -> list[Envelope[FactExtracted]]:
+    async def facts_for(self, turns: list[Envelope[TurnRecorded]]) -> list[Envelope]:
+        """fact.extracted (channel "llm") and relations.extracted (channel "llm") in turn order."""
         # 1. ask the LLM about every turn at once (the client bounds concurrency)
         found = await asyncio.gather(*(self.facts_for_turn(turn) for turn in turns))
-        texts = [f.content for per_turn in found for _, f, _ in per_turn]
-        if not texts:
-            return []
+        texts = [f.content for per_turn, _ in found for _, f, _ in per_turn]
         # 2. embed every fact at once, off the event loop
-        vectors = await asyncio.get_running_loop().run_in_executor(None, self.embedder.passages, texts)
-        # 3. fact events in turn order
-        out, pos = [], 0
-        for turn, per_turn in zip(turns, found):
+        vectors = (await asyncio.get_running_loop().run_in_executor(None, self.embedder.passages, texts)
+                   if texts else [])
+        # 3. events in turn order: each turn's facts, then its relations
+        out: list[Envelope] = []
+        pos = 0
+        for turn, (per_turn, claims) in zip(turns, found):
             for i, fact, (category, tags, slot) in per_turn:
                 out.append(llm_fact_event(turn, i, fact, category, tags, slot, vectors[pos], self.llm.model,
                                           self.embedder.model))
                 pos += 1
+            if claims:
+                data = RelationsExtracted(source_turn=turn.id, session=turn.data.session, channel="llm",
+                                          claims=claims)
+                out.append(make_envelope(data, user=turn.user, time=turn.time,
+                                         id=derived_id(turn.id, "llm-relations"), causation=turn.id,
+                                         correlation=turn.correlation or turn.id, producer=LLM_PRODUCER))
         return out
+
+
+def _mention(m):
+    """An LLM's mention as the contract takes it: its known fields only (a model adds others), the
+    role as a relation word ("best friend" → best_friend)."""
+    if not isinstance(m, dict):
+        return m
+    out = {k: m[k] for k in ("type", "name", "role", "pronoun") if m.get(k) not in (None, "")}
+    if isinstance(out.get("role"), str):
+        out["role"] = out["role"].strip().lower().replace(" ", "_").replace("-", "_")
+    return out
+
+
+def llm_claims(raw: list[dict]) -> list[RelationClaim]:
+    """The LLM's relations as the event's claims: each checked against the contract on its own
+    (its `date` is the claim's event_date); one that does not fit is left out, never the turn."""
+    out: list[RelationClaim] = []
+    for r in raw:
+        try:
+            out.append(RelationClaim(subject=_mention(r.get("subject")), predicate=r.get("predicate"),
+                                     object=_mention(r.get("object")),
+                                     negated=bool(r.get("negated")), ended=bool(r.get("ended")),
+                                     event_date=r.get("date") or None, evidence=""))
+        except (ValidationError, TypeError, AttributeError):
+            log.debug("llm relation left out: %r", r)
+        if len(out) == MAX_CLAIMS:
+            break
+    return out

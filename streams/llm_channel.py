@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memstream import metrics
 from memstream.config import Settings
 from memstream.domain.classification import CATEGORIES
+from memstream.domain.entities import RELATIONS
 from memstream.resilience import Backoff
 
 log = logging.getLogger("memstream.llm")
@@ -67,7 +68,21 @@ Example: "我叫王芳，我对花生过敏" -> {"facts": [{"key": "name", "valu
 {"key": "constraint:allergy:花生", "value": "true", "content": "用户对花生过敏", "category": "policy", \
 "tags": ["allergy", "food"], "slot_hint": "constraint", "importance": 0.9}]}
 Example: "What's the weather like?" -> {"facts": []}
-"""
+
+Also list the relations the message states between the user and the people, pets, places and \
+organisations of their life, and between those, in "relations" (omit it, or [], when there are none):
+{"relations": [{"subject": M, "predicate": str, "object": M, "negated": bool, "ended": bool, \
+"date": "YYYY-MM-DD"|null}]} where M is {"type": "user"|"person"|"pet"|"place"|"organisation"|"product"|"event", \
+"name": str|null, "role": str|null}: the user is {"type": "user"}; a person the user names by \
+relation has role = that relation in English ("my sister Ana" -> {"type": "person", "name": "Ana", \
+"role": "sister"}). predicate is one of: %s; a person's relation to the user is the role as \
+predicate (user -sister-> Ana). ended: the message says it stopped ("I moved from Paris", "I left \
+Google"); negated: the message says it does not hold. Nothing for hypotheticals or questions.
+Example: "My sister Ana lives in Rome" -> {"facts": [...], "relations": [{"subject": {"type": "user"}, \
+"predicate": "sister", "object": {"type": "person", "name": "Ana", "role": "sister"}}, \
+{"subject": {"type": "person", "name": "Ana", "role": "sister"}, "predicate": "lives_in", \
+"object": {"type": "place", "name": "Rome"}}]}
+""" % ", ".join(sorted(RELATIONS))
 
 CLASSIFY_PROMPT = """\
 Classify one fact about a user (Chinese or English) for an agent's long-term memory. Answer with \
@@ -136,6 +151,14 @@ class LlmFact(BaseModel):
 class LlmExtraction(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     facts: list[LlmFact] = Field(max_length=32)
+    # Raw: each relation is checked against the event contract on its own (streams/extraction_core.py
+    # llm_claims), so one malformed relation costs that relation, never the turn's facts.
+    relations: list[dict] = Field(default_factory=list, max_length=64)
+
+    @field_validator("relations", mode="before")
+    @classmethod
+    def _relations_or_none(cls, v):
+        return [r for r in v if isinstance(r, dict)] if isinstance(v, list) else []
 
 
 class LlmSummary(BaseModel):
@@ -203,8 +226,12 @@ class LlmClient:
     # -- public calls ---------------------------------------------------------------------------
     async def extract(self, text: str) -> list[LlmFact] | None:
         """The facts the LLM reads in one user turn; None when it gave no usable answer."""
-        out = await self._ask_json(EXTRACTION_PROMPT, text, LlmExtraction, "extract")
+        out = await self.extract_all(text)
         return None if out is None else list(out.facts)
+
+    async def extract_all(self, text: str) -> LlmExtraction | None:
+        """The facts and the raw relations the LLM reads in one user turn; None without a usable answer."""
+        return await self._ask_json(EXTRACTION_PROMPT, text, LlmExtraction, "extract")
 
     async def summarize(self, text: str, max_chars: int) -> str | None:
         """A session's rolling summary (see memstream/domain/sessions.py); None when there was no usable answer."""

@@ -70,8 +70,9 @@ def llm_worker(settings, pipeline, llm_server):
 
 
 def facts_of(settings, keys, user):
+    """The user's fact.extracted events (the facts topic also carries each turn's relations.extracted)."""
     return [env for m in read_all(settings, settings.topic("facts")) if m.key() == user.encode()
-            for env in [decode(m.value(), keys)]]
+            for env in [decode(m.value(), keys)] if env.type == "fact.extracted"]
 
 
 def llm_facts_of(settings, keys, user):

@@ -82,7 +82,7 @@ def test_the_llm_worker_publishes_the_models_facts(settings, keys, client, pipel
 
         def llm_facts():
             return [env for m in read_all(settings, settings.topic("facts")) if m.key() == user.encode()
-                    for env in [decode(m.value(), keys)] if env.data.channel == "llm"]
+                    for env in [decode(m.value(), keys)] if env.type == "fact.extracted" and env.data.channel == "llm"]
         # what the model says is its own (temperature 0); the channel records it once, as facts
         facts = wait_for(llm_facts, timeout=300, interval=1.0, what="the local model's facts")
         print(f"\nllm facts: {[(f.data.content, f.data.category) for f in facts]}")

@@ -18,7 +18,7 @@ from memstream.privacy.keystore import KeyStore
 from replay.reextract import reextract
 from schemas.codec import encode, make_envelope
 from schemas.events import TurnRecorded
-from streams.extraction_core import offline_drafts
+from streams.extraction_core import offline_drafts, relations_from_turn
 from tests.kafka_helpers import read_all
 
 pytestmark = pytest.mark.stack
@@ -36,8 +36,10 @@ def _turns(tag: str, first: int, n: int):
 
 
 def _expected(turns) -> set[str]:
-    return {derived_id(t.id, f"fact:{i}") for t in turns if t.data.role == "user"
-            for i in range(len(offline_drafts(t)))}
+    """The ids the offline channel gives: each user turn's facts, and its relation claims (#26)."""
+    users = [t for t in turns if t.data.role == "user"]
+    return ({derived_id(t.id, f"fact:{i}") for t in users for i in range(len(offline_drafts(t)))}
+            | {derived_id(t.id, "relations") for t in users if relations_from_turn(t) is not None})
 
 
 def _fact_ids(settings) -> list[str]:
@@ -81,7 +83,8 @@ def test_reextract_publishes_exactly_the_missing_facts_once():
     assert len(ids) == len(set(ids)) and set(ids) == _expected(early + late)
     # 4. the facts are the extractor's own: contents the offline channel gives, sealed for their user
     from schemas.codec import decode
-    contents = {decode(m.value(), keys).data.content for m in read_all(s, s.topic("facts")) if m.value()}
+    contents = {e.data.content for m in read_all(s, s.topic("facts")) if m.value()
+                for e in [decode(m.value(), keys)] if e.type == "fact.extracted"}
     assert any("nurse" in c for c in contents) and any("cat named" in c for c in contents)
     keys.close()
 

@@ -123,3 +123,40 @@ def test_endpoint_down_is_a_counted_failure_not_an_exception():
     llm, facts = run(_with_client(None, lambda c: c.extract("I like tea"), base_url=base_url, max_attempts=2))
     assert facts is None
     assert (llm.calls, llm.retries, llm.failures) == (2, 1, 1)
+
+
+def test_the_llm_channel_publishes_the_relations_it_reads_and_leaves_out_a_malformed_one():
+    """#26: the LLM channel emits relations.extracted (channel llm) through the same contract as the
+    offline extractor; one relation that does not fit is left out, never the turn's facts."""
+    from datetime import UTC, datetime
+
+    from memstream.config import Settings
+    from memstream.embedding import make_embedder
+    from schemas.codec import make_envelope
+    from schemas.events import TurnRecorded
+    from streams.extraction_core import LlmExtractor
+
+    opera = {"key": "likes:opera", "value": "true", "content": "User likes opera", "category": "preference",
+             "tags": ["music"], "slot_hint": "likes", "importance": 0.7}
+    answer = {"facts": [opera], "relations": [
+        {"subject": {"type": "user"}, "predicate": "sister",
+         "object": {"type": "person", "name": "Ana", "role": "Sister", "gender": "f"}},
+        {"subject": {"type": "person", "name": "Ana", "role": "sister"}, "predicate": "lives_in",
+         "object": {"type": "place", "name": "Rome"}, "date": "2024-05-01"},
+        {"subject": {"type": "alien"}, "predicate": "visited", "object": {"type": "place", "name": "Mars"}},
+        "not a relation"]}
+    turn = make_envelope(TurnRecorded(session="s1", role="user", content="I'm Alice; my sister Ana lives in Rome"),
+                         user="alice", time=datetime(2026, 6, 1, tzinfo=UTC), producer="test")
+    with ScriptedLLM() as server:
+        server.push(Reply.json(answer))
+
+        async def go(llm):
+            return await LlmExtractor(llm, make_embedder(Settings())).facts_for([turn])
+        _, events = run(_with_client(server, go))
+    assert [e.type for e in events] == ["fact.extracted", "relations.extracted"]
+    rel = events[1]
+    assert rel.data.channel == "llm" and rel.causation == turn.id and rel.time == turn.time
+    assert [(c.subject.type, c.predicate, c.object.name, c.event_date) for c in rel.data.claims] == [
+        ("user", "sister", "Ana", None), ("person", "lives_in", "Rome", "2024-05-01")]
+    assert rel.data.claims[0].object.role == "sister"   # "Sister" as a relation word
+    assert "lives_in" in EXTRACTION_PROMPT and '"relations"' in EXTRACTION_PROMPT
