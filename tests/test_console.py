@@ -298,3 +298,94 @@ def test_scopes_tenants_and_bad_input(api_url, world):
     cookie = r.headers["set-cookie"]
     assert re.search(r"HttpOnly", cookie, re.I) and re.search(r"SameSite=strict", cookie, re.I) and "Path=/console" in cookie
     assert httpx.post(api_url + "/console/login", data={"api_key": "x" * 5000}, timeout=10).status_code == 401
+
+
+# -- relational memory: the people & places page and a page per entity (issue 26 item 7) -------
+
+@pytest.fixture(scope="module")
+def rel_world(settings):
+    """A user's entities and relations (Ana moved Rome -> Berlin; 小美 a friend), published as events into
+    a namespace of their own and projected (tests/test_relations.py's helpers); the console in-process."""
+    from fastapi.testclient import TestClient
+
+    from memstream.app.api import create_app
+    from memstream.privacy.keystore import KeyStore
+    from tests.test_relations import end, ent, project, rel, t
+    from tests.test_replay import namespace, publish_all
+    ns = namespace(settings, "relcon")
+    keys = KeyStore(ns)
+    u = unique_user("relcon")
+    publish_all(ns, keys, [
+        ent(u, "ana", "person", "Ana", ["Annie"]), ent(u, "rome", "place", "Rome"),
+        ent(u, "berlin", "place", "Berlin"), ent(u, "xiaomei", "person", "小美"),
+        rel(u, "r1", "self", "sister", "ana", t(2001)), rel(u, "r2", "ana", "lives_in", "rome", t(2020, 2)),
+        rel(u, "r3", "self", "friend", "xiaomei", t(2015)),
+        rel(u, "r4", "ana", "lives_in", "berlin", t(2022, 6)), end(u, "r2", t(2022, 6), by="r4")])
+    project(ns, keys)
+    w = {"user": u, "reader": make_key(ns, "default", ("memory:read",), name="relcon-reader"),
+         "other": make_key(ns, "acme", SCOPES, name="relcon-acme"),
+         "nothing": make_key(ns, "default", ("audit:read",), name="relcon-noread")}
+    with TestClient(create_app(ns)) as http:
+        w["http"] = http
+        yield w
+    keys.close()
+
+
+def _get(w, path: str, key: str | None = None, **params) -> httpx.Response:
+    return w["http"].get(path, headers=bearer(key or w["reader"]), params=params)
+
+
+def test_people_and_places_draws_entities_and_relations_ended_dashed(rel_world):
+    w, u = rel_world, rel_world["user"]
+    r = _get(w, f"/console/users/{u}/entities")
+    assert r.status_code == 200, r.text
+    html = r.text
+    for name in ("Ana", "Rome", "Berlin", "小美", "the user"):
+        assert name in html
+    svg = html.split('<svg id="entity-graph"', 1)[1].split("</svg>", 1)[0]
+    ended = re.search(r'data-relation-id="r2"[^>]*data-ended="yes">\s*<line[^>]*stroke-dasharray', svg)
+    assert ended, svg
+    assert re.search(r'data-relation-id="r4"[^>]*data-ended="no">\s*<line(?![^>]*dasharray)', svg), svg
+    assert "valid from 2020-02-01" in svg and "ended: superseded" in svg   # the hover <title>
+    table = html.split('<table id="relations">', 1)[1]
+    assert table.count("<tr data-relation-id=") == 4 and "turn-r2" in table and "lives_in" in table
+    assert f'href="/console/users/{u}/entities/ana"' in html
+    assert f'href="/console/users/{u}/entities"' in _get(w, f"/console/users/{u}/memories").text
+
+
+def test_as_of_before_the_move_draws_the_old_city(rel_world):
+    w, u = rel_world, rel_world["user"]
+    for when in ("2021-01-01", "2021-01-01T00:00:00+00:00"):
+        r = _get(w, f"/console/users/{u}/entities", as_of=when)
+        assert r.status_code == 200, r.text
+        svg = r.text.split('<svg id="entity-graph"', 1)[1].split("</svg>", 1)[0]
+        assert 'data-relation-id="r2"' in svg and 'data-relation-id="r4"' not in svg, svg
+    svg = _get(w, f"/console/users/{u}/entities").text.split("</svg>", 1)[0]
+    assert 'data-relation-id="r4" data-predicate="lives_in" data-ended="no"' in svg
+
+
+def test_an_entity_page_lists_its_relations_both_ways(rel_world):
+    w, u = rel_world, rel_world["user"]
+    r = _get(w, f"/console/users/{u}/entities/ana")
+    assert r.status_code == 200, r.text
+    assert ">Ana<" in r.text and "person" in r.text and "Annie" in r.text
+    rows = r.text.split('<table id="relations">', 1)[1]
+    assert {m for m in re.findall(r'data-relation-id="(r\d)"', rows)} == {"r1", "r2", "r4"}
+    assert f'href="/console/users/{u}/entities/rome"' in rows and "Ana is the user&#39;s sister" in rows
+    assert _get(w, f"/console/users/{u}/entities/rome").status_code == 200
+
+
+def test_relational_pages_refuse_bad_input_and_other_tenants(rel_world):
+    w, u = rel_world, rel_world["user"]
+    assert _get(w, f"/console/users/{u}/entities/nobody").status_code == 404
+    for bad in ("yesterday", "2021-13-45", "2021\x00", "x" * 65):
+        r = _get(w, f"/console/users/{u}/entities", as_of=bad)
+        assert 400 <= r.status_code < 500, (bad, r.status_code)
+    assert 400 <= _get(w, f"/console/users/{u}/entities/an%00a").status_code < 500
+    assert 400 <= _get(w, f"/console/users/{u}%00/entities").status_code < 500
+    # another tenant's key names its own user of that id: nothing of this one's shows
+    r = _get(w, f"/console/users/{u}/entities", key=w["other"])
+    assert r.status_code in (200, 404) and "Ana" not in r.text and "Berlin" not in r.text, r.text
+    assert _get(w, f"/console/users/{u}/entities/ana", key=w["other"]).status_code == 404
+    assert _get(w, f"/console/users/{u}/entities", key=w["nothing"]).status_code == 403
+    assert w["http"].get(f"/console/users/{u}/entities").status_code == 401

@@ -179,3 +179,28 @@ async def path(backend, caller: Caller, user: str, source: str, target: str, max
     await wait_for(backend, after, RELATION_READS, wait_s, caller)
     out = await asyncio.to_thread(find_path, backend.models, internal, source, target, max_hops, as_of)
     return externalize({"user": internal, **out}, caller)
+
+
+def user_graph(models, user: str, as_of: datetime | None = None, limit: int = 2000) -> dict:
+    """Everything a drawing of the user's entities needs: all entities, and all relations (current
+    and ended, both shaped), each flagged `holds` (valid at `as_of`, else current)."""
+    rows = q.entities(models, user, None, limit)
+    rels = q.relations(models, user, all_times=True, limit=10_000)
+    known = {r["entity_id"]: r for r in rows}
+    known.update(q.names(models, user, {r["subject_id"] for r in rels} | {r["object_id"] for r in rels}))
+    out = []
+    for r in rels:
+        x = shaped(r, known)
+        if as_of is None:
+            x["holds"] = r["valid_to"] is None
+        else:
+            x["holds"] = r["valid_from"] <= as_of and (r["valid_to"] is None or r["valid_to"] > as_of)
+        out.append(x)
+    return {"as_of": as_of, "entities": [_entity_out(r) for r in rows], "relations": out}
+
+
+async def graph(backend, caller: Caller, user: str, as_of: datetime | None = None) -> dict:
+    """The user's entity graph for a drawing (the console's people & places page)."""
+    internal = caller.internal(user)
+    out = await asyncio.to_thread(user_graph, backend.models, internal, as_of)
+    return externalize({"user": internal, **out}, caller)

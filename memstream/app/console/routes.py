@@ -9,6 +9,7 @@ that escaped escaping could not run; the templates escape every value anyway (te
 """
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 from urllib.parse import parse_qs
 
@@ -17,10 +18,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from memstream.app.console.auth import (COOKIE, COOKIE_MAX_AGE_S, COOKIE_PATH, Refused, check_user, principal_of,
                                         require)
-from memstream.app.console.graph_svg import layout
+from memstream.app.console.graph_svg import entity_layout, layout
 from memstream.app.console.templates import CSS, render
 from memstream.privacy.tenants import NotYours
-from memstream.services import audit, memories as memory_lists, operator_view
+from memstream.errors import InvalidInput
+from memstream.services import audit, memories as memory_lists, operator_view, relations as relational
 
 HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "
                                       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -112,6 +114,27 @@ def router(settings, state: dict) -> APIRouter:
         nodes, edges = await memory_lists.graph(backend(), p, user)
         return page("graph", title=f"memory graph of {user}", p=p, user=user, g=layout(nodes, edges))
 
+    @r.get("/users/{user}/entities")
+    async def entities(request: Request, user: UserPath,
+                       as_of: Annotated[str | None, Query(max_length=64)] = None) -> Response:
+        p = await require(request, backend(), "memory:read")
+        check_user(p, user)
+        when = _as_of(as_of)
+        g = await _relational(relational.graph(backend(), p, user, when))
+        drawn = g["relations"] if when is None else [x for x in g["relations"] if x["holds"]]
+        return page("entities", title=f"people & places of {user}", p=p, user=user, as_of=when,
+                    g=entity_layout(g["entities"], drawn), relations=g["relations"],
+                    count=len(g["entities"]))
+
+    @r.get("/users/{user}/entities/{entity_id}")
+    async def one_entity(request: Request, user: UserPath, entity_id: UserPath) -> Response:
+        p = await require(request, backend(), "memory:read")
+        check_user(p, user)
+        if any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in entity_id):
+            raise Refused(422, "entity: an entity id is printable characters")
+        e = await _relational(relational.entity(backend(), p, user, entity_id))
+        return page("entity", title=f"{e['name'] or e['entity_id']} ({e['entity_type']})", p=p, user=user, e=e)
+
     @r.get("/memories/{memory_id}")
     async def timeline(request: Request, memory_id: MemoryId) -> Response:
         p = await require(request, backend(), "audit:read")
@@ -137,6 +160,29 @@ def router(settings, state: dict) -> APIRouter:
         return page("replay", title="replay status", p=p, rows=rows, behind=sum(x["behind"] for x in rows))
 
     return r
+
+
+def _as_of(value: str | None) -> datetime | None:
+    """`as_of` as a date (2021-03-01: its start, UTC) or an ISO time (UTC when it names no zone)."""
+    if value is None or not value.strip():
+        return None
+    try:
+        if "\x00" in value:
+            raise ValueError
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise Refused(422, "as_of: a date (2021-03-01) or an ISO 8601 time (2021-03-01T10:00:00+00:00)") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+async def _relational(call):
+    """A relations service answer, its refusals as pages: unknown entity or user 404, bad input 422."""
+    try:
+        return await call
+    except (relational.UnknownEntity, NotYours):
+        raise Refused(404, "not found") from None
+    except InvalidInput as exc:
+        raise Refused(422, str(exc)) from None
 
 
 def _seg(value: str) -> str:

@@ -34,7 +34,8 @@ BASE = """<!doctype html>
 <body><header><strong>memstream</strong>
 {% if p %}<a href="/console/">users</a>
 {% if user is defined and user %}<a href="/console/users/{{ user|u }}/memories">memories</a>
-<a href="/console/users/{{ user|u }}/graph">graph</a>{% endif %}
+<a href="/console/users/{{ user|u }}/graph">graph</a>
+<a href="/console/users/{{ user|u }}/entities">people &amp; places</a>{% endif %}
 {% if 'admin' in p.scopes %}<a href="/console/deadletters">dead letters</a><a href="/console/replay">replay</a>{% endif %}
 <span class="who">tenant {{ p.tenant }}{% if p.user %} · user {{ p.user }}{% endif %} · {{ p.scopes|sort|join(', ') }}
 <form method="post" action="/console/logout"><button type="submit">sign out</button></form></span>{% endif %}
@@ -55,7 +56,8 @@ HOME = """{% extends "base" %}{% block body %}
 {% if users is not none %}<table id="users"><tr><th>user</th><th>memories</th><th>active</th><th>last change</th><th></th></tr>
 {% for x in users %}<tr data-user="{{ x.user }}"><td><a href="/console/users/{{ x.user|u }}/memories">{{ x.user }}</a></td>
 <td>{{ x.memories }}</td><td>{{ x.active }}</td><td class="mono">{{ x['last'].isoformat() if x['last'] else '' }}</td>
-<td><a href="/console/users/{{ x.user|u }}/graph">graph</a></td></tr>
+<td><a href="/console/users/{{ x.user|u }}/graph">graph</a>
+<a href="/console/users/{{ x.user|u }}/entities">people &amp; places</a></td></tr>
 {% else %}<tr><td colspan="5" class="muted">no user of this tenant has memories yet</td></tr>{% endfor %}</table>{% endif %}
 {% endblock %}"""
 
@@ -120,6 +122,41 @@ REPLAY = """{% extends "base" %}{% block body %}
 <p class="muted">Whether each projection equals a replay of the log: <code>memstream replay verify</code> rebuilds shadows and
 compares checksums (minutes on a large log, so it is not run from a page).</p>{% endblock %}"""
 
+RELROW = """{% macro ent(user, id, name) %}{% if id == 'self' %}the user{% else %}<a href="/console/users/{{ user|u }}/entities/{{ id|u }}">{{ name or id }}</a>{% endif %}{% endmacro %}
+{% macro validity(r) %}from <span class="mono">{{ r.valid_from.isoformat() if r.valid_from else '?' }}</span>
+{% if r.valid_to %} to <span class="mono">{{ r.valid_to.isoformat() }}</span>{% elif not r.ended %} (current){% endif %}
+{% if r.ended %} · ended: {{ r.ended.reason or '' }}{% endif %}{% endmacro %}
+{% macro row(user, r) %}<tr data-relation-id="{{ r.relation_id }}" data-current="{{ 'yes' if r.current else 'no' }}">
+<td>{{ ent(user, r.subject_id, r.subject_name) }}</td><td class="predicate">{{ r.predicate }}</td>
+<td>{{ ent(user, r.object_id, r.object_name) }}</td><td>{{ r.group or '' }}</td><td>{{ r.text or '' }}</td>
+<td>{{ validity(r) }}</td><td class="mono">{{ r.source_turn or '' }}</td></tr>{% endmacro %}"""
+
+ENTITIES = """{% extends "base" %}{% from "relrow" import row %}{% block body %}
+<form method="get" class="filters"><label>as of <input name="as_of" value="{{ as_of.isoformat() if as_of else '' }}"
+ placeholder="2021-03-01"></label><button type="submit">draw</button>{% if as_of %} <a href="?">now</a>{% endif %}</form>
+<p class="legend"><span>{{ count }} entities, {{ g.edges|length }} relations drawn{% if as_of %} as of {{ as_of.isoformat() }}{% endif %}</span>
+<span>— colour: relation group; dashed: ended; hover an edge for its validity</span></p>
+<svg id="entity-graph" xmlns="http://www.w3.org/2000/svg" width="{{ g.width }}" height="{{ g.height }}" viewBox="0 0 {{ g.width }} {{ g.height }}" role="img" aria-label="people and places">
+{% for e in g.edges %}<g class="relation" data-relation-id="{{ e.relation_id }}" data-predicate="{{ e.predicate }}" data-ended="{{ 'yes' if e.dashed else 'no' }}">
+<line x1="{{ e.x1 }}" y1="{{ e.y1 }}" x2="{{ e.x2 }}" y2="{{ e.y2 }}" stroke="{{ e.stroke }}" stroke-width="1.8"{% if e.dashed %} stroke-dasharray="6 4"{% endif %}><title>{{ e.text or e.predicate }}: valid from {{ e.valid_from.isoformat() if e.valid_from else '?' }} to {{ e.valid_to.isoformat() if e.valid_to else 'now' }}{% if e.ended %} (ended: {{ e.ended.reason or '' }}){% endif %}</title></line>
+<text x="{{ e.mx }}" y="{{ e.my }}" text-anchor="middle" class="predicate">{{ e.predicate }}</text></g>
+{% endfor %}{% for n in g.nodes %}{% if n.self %}<g class="entity" data-entity-id="self">{% else %}<a href="/console/users/{{ user|u }}/entities/{{ n.entity_id|u }}"><g class="entity" data-entity-id="{{ n.entity_id }}" data-type="{{ n.entity_type }}">{% endif %}
+<circle cx="{{ n.x }}" cy="{{ n.y }}" r="{{ 12 if n.self else 8 }}" fill="{{ n.fill }}"><title>{{ n.name or n.entity_id }} ({{ n.entity_type }})</title></circle>
+<text x="{{ n.lx }}" y="{{ n.ly }}" text-anchor="{{ n.anchor }}">{{ n.label }}</text></g>{% if not n.self %}</a>{% endif %}
+{% endfor %}</svg>
+<h2>relations (current and ended)</h2>
+<table id="relations"><tr><th>subject</th><th>predicate</th><th>object</th><th>group</th><th>reads</th><th>validity</th><th>asserted by turn</th></tr>
+{% for r in relations %}{{ row(user, r) }}{% else %}<tr><td colspan="7" class="muted">no relations yet</td></tr>{% endfor %}</table>{% endblock %}"""
+
+ENTITY = """{% extends "base" %}{% from "relrow" import row %}{% block body %}
+<p><a href="/console/users/{{ user|u }}/entities">people &amp; places of {{ user }}</a></p>
+<table id="entity"><tr><th>name</th><td id="entity-name">{{ e.name or '' }}</td></tr><tr><th>type</th><td id="entity-type">{{ e.entity_type }}</td></tr>
+<tr><th>aliases</th><td id="entity-aliases">{{ (e.aliases or [])|join(', ') }}</td></tr><tr><th>id</th><td class="mono">{{ e.entity_id }}</td></tr>
+<tr><th>observed in turn</th><td class="mono">{{ e.source_turn or '' }}</td></tr></table>
+<h2>relations (both directions, current and ended)</h2>
+<table id="relations"><tr><th>subject</th><th>predicate</th><th>object</th><th>group</th><th>reads</th><th>validity</th><th>asserted by turn</th></tr>
+{% for r in e.relations %}{{ row(user, r) }}{% else %}<tr><td colspan="7" class="muted">no relations</td></tr>{% endfor %}</table>{% endblock %}"""
+
 ERROR = """{% extends "base" %}{% block body %}<p class="err" id="error">{{ message }}</p>{% endblock %}"""
 
 
@@ -130,7 +167,8 @@ def _url(value) -> str:
 
 ENV = Environment(loader=DictLoader({"base": BASE, "login": LOGIN, "home": HOME, "memories": MEMORIES,
                                      "event": EVENT, "timeline": TIMELINE, "graph": GRAPH,
-                                     "deadletters": DEADLETTERS, "replay": REPLAY, "error": ERROR}),
+                                     "deadletters": DEADLETTERS, "replay": REPLAY, "error": ERROR,
+                                     "relrow": RELROW, "entities": ENTITIES, "entity": ENTITY}),
                   autoescape=select_autoescape(default=True, default_for_string=True), undefined=StrictUndefined)
 ENV.filters["u"] = _url
 
