@@ -241,3 +241,19 @@ def no_embedder(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a replay tried to build an embedder")
     monkeypatch.setattr(embedding, "make_embedder", boom)
+
+
+def test_cli_times_read_a_bare_date_or_naive_time_as_utc():
+    """`memstream relations u --as-of 2024-06-01` (and every CLI time option) reads a date or a
+    time without a timezone as UTC; an explicit offset is kept; nonsense is one clear error."""
+    from datetime import datetime, timedelta, timezone
+
+    from memstream.app.cli import _time
+    from memstream.errors import MemstreamError
+
+    assert _time("2024-06-01") == datetime(2024, 6, 1, tzinfo=timezone.utc)
+    assert _time("2024-06-01T10:30:00") == datetime(2024, 6, 1, 10, 30, tzinfo=timezone.utc)
+    assert _time("2024-06-01T10:30:00+02:00").utcoffset() == timedelta(hours=2)
+    assert _time(None) is None
+    with pytest.raises(MemstreamError, match="not an ISO 8601"):
+        _time("yesterday")

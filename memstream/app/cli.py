@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 
 import orjson
 
@@ -37,12 +37,13 @@ def _print(obj, as_json: bool) -> None:
 def _time(text: str | None) -> datetime | None:
     if text is None:
         return None
+    """An ISO 8601 time or date; a bare date (2024-06-01) or a time without a timezone reads as UTC."""
     try:
-        t = datetime.fromisoformat(text)
+        t = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise MemstreamError(f"--at {text!r} is not an ISO 8601 time, e.g. 2026-01-02T10:00:00+00:00") from None
+        raise MemstreamError(f"{text!r} is not an ISO 8601 date or time, e.g. 2024-06-01 or 2026-01-02T10:00:00+00:00") from None
     if t.tzinfo is None:
-        raise MemstreamError(f"--at {text!r} needs a timezone, e.g. 2026-01-02T10:00:00+00:00")
+        t = t.replace(tzinfo=timezone.utc)
     return t
 
 
@@ -428,7 +429,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--kind", default="step", help="step: its kind (action, tool call, observation, …)")
     s.add_argument("--outcome", default="succeeded", choices=["succeeded", "failed", "abandoned"], help="task-finish: how it ended")
     s.add_argument("--text", help="turn/step: the content (required); task-start: the goal")
-    s.add_argument("--at", help="event time, ISO 8601 with timezone (default: now)")
+    s.add_argument("--at", help="event time, ISO 8601 date or time, UTC unless it names a timezone (default: now)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_publish)
 
@@ -436,7 +437,7 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=f"the user's {name} read model")
         s.add_argument("--user", required=True)
         s.add_argument("--limit", type=int, default=100)
-        s.add_argument("--as-of", metavar="TIME", help="what memory held at TIME (ISO 8601 with timezone)")
+        s.add_argument("--as-of", metavar="TIME", help="what memory held at TIME (ISO 8601 date or time; UTC unless it names a timezone)")
         s.add_argument("--json", action="store_true")
         s.set_defaults(fn=fn)
 
@@ -449,7 +450,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("relations", help="a user's relations holding now or at --as-of (docs/relations.md)")
     s.add_argument("user")
-    s.add_argument("--as-of", metavar="TIME", help="relations holding at TIME (ISO 8601 with timezone; event time)")
+    s.add_argument("--as-of", metavar="TIME", help="relations holding at TIME (ISO 8601 date or time; UTC unless it names a timezone; event time)")
     s.add_argument("--group", choices=("family", "partner", "social", "work", "place", "possession",
                                        "participation", "identity"), help="family: kin and partners")
     s.add_argument("--predicate", help="one relation type, e.g. lives_in")
@@ -481,14 +482,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--min-score", type=float)
     s.add_argument("--no-expand", action="store_true", help="no 1-hop graph expansion")
     s.add_argument("--after", help="position token of a publish: read your own write")
-    s.add_argument("--as-of", metavar="TIME", help="recall from what memory held at TIME (ISO 8601 with timezone)")
+    s.add_argument("--as-of", metavar="TIME", help="recall from what memory held at TIME (ISO 8601 date or time; UTC unless it names a timezone)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_recall)
 
     s = sub.add_parser("profile", help="identity, preferences and policies, by category")
     s.add_argument("--user", required=True)
     s.add_argument("--after")
-    s.add_argument("--as-of", metavar="TIME", help="the profile as it was at TIME (ISO 8601 with timezone)")
+    s.add_argument("--as-of", metavar="TIME", help="the profile as it was at TIME (ISO 8601 date or time; UTC unless it names a timezone)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_profile)
 
@@ -556,14 +557,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--user", help="memory: the user it belongs to")
     s.add_argument("--by", default="operator")
     s.add_argument("--reason", default="")
-    s.add_argument("--at", help="event time, ISO 8601 with timezone (default: now)")
+    s.add_argument("--at", help="event time, ISO 8601 date or time, UTC unless it names a timezone (default: now)")
     s.add_argument("--force", action="store_true", help="memory: publish even if the read model does not know it")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_forget)
 
     s = sub.add_parser("ticker", help="publish decay.ticked per partition every period (idle users decay too)")
     s.add_argument("--once", action="store_true", help="publish one round of ticks now and exit")
-    s.add_argument("--at", help="with --once: the ticks' event time, ISO 8601 with timezone")
+    s.add_argument("--at", help="with --once: the ticks' event time, ISO 8601, UTC unless it names a timezone")
     s.add_argument("--period-s", type=float, help="override MEMSTREAM_TICK_PERIOD_S")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_ticker)
