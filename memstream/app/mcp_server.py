@@ -35,6 +35,7 @@ from memstream.errors import (ConfigError, InvalidEvent, InvalidInput, Memstream
                               Timeout, UserErased)
 from memstream.privacy.tenants import NotYours, Principal, local_api_key
 from memstream.services import audit, context, forget, memories, profile as profiles, recall as recalls
+from memstream.services import relations as relational
 from memstream.services import remember as remembering   # (the tools are named remember, recall)
 from memstream.services.access import authenticate
 from memstream.services.backend import Backend
@@ -66,7 +67,10 @@ question), `get_profile` (who the user is: identity, preferences, constraints) o
 (everything relevant, assembled into one prompt-ready text within a token budget). Every call names
 the user; ids are your own (any printable text without '/'). To read your own write, pass the
 `token` a remember call returned as `after`. Manage memories with `add_memories` (kept as stated),
-`list_memories`, `update_memory` and `forget_memory`. Resources: memstream://users/{user}/profile and
+`list_memories`, `update_memory` and `forget_memory`. People and places the user mentioned, and how
+they relate (relational memory): `list_entities`, `get_entity` (by id, 'self', a name or 'role:sister'),
+`query_relations` (e.g. subject='role:sister', predicate='lives_in': "where does my sister live") and
+`relation_path` (how two entities connect); each answers sentences first, then the rows. Resources: memstream://users/{user}/profile and
 memstream://memories/{memory_id}/audit (a memory's whole life, down to the turns it came from)."""
 
 AfterArg = Annotated[str | None, Field(pattern=TOKEN_PATTERN, description=(
@@ -75,6 +79,11 @@ WaitArg = Annotated[float, Field(ge=0, le=30, description="Most seconds to wait 
 UserArg = Annotated[ApiUserId, Field(description="The user the memory belongs to (your own id for them).")]
 MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$",
                                    description="A memory id, as recall or the profile returned it.")]
+EntityArg = Annotated[str, Field(min_length=1, max_length=300, description=(
+    "An entity: its id, 'self' (the user), a name or alias, or 'role:<word>' (e.g. 'role:sister': whoever "
+    "the user's sister is)."))]
+AsOfArg = Annotated[IsoTime | None, Field(description=(
+    "Answer with the relations that held at this time (ISO 8601 with timezone); default now."))]
 
 
 def key_from_headers(headers) -> str | None:
@@ -125,6 +134,8 @@ def _tool(fn):
             raise ToolError(f"invalid input: {exc}") from None
         except UserErased:
             raise ToolError("this user was erased; nothing can be recorded for them") from None
+        except relational.UnknownEntity as exc:
+            raise ToolError(f"unknown entity: {exc}") from None
         except Exception as exc:
             message = _retryable(exc)
             if message is None:
@@ -168,6 +179,15 @@ def _structured(result):
                       default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v))
     # the structured content is the text read back: times as ISO text, exactly as the text shows them
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=json.loads(text))
+
+
+def _answered(result: dict, sentences: list[str]) -> CallToolResult:
+    """A relational answer: its sentences first ("Ana is the user's sister; Ana lives in Rome"),
+    what a model reads, then the same compact JSON as any tool; structured content as _structured."""
+    out = _structured(result)
+    lead = "; ".join(s for s in sentences if s) or "nothing found"
+    out.content = [TextContent(type="text", text=lead + "\n" + out.content[0].text)]
+    return out
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -355,6 +375,56 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         return await memories.page(backend, p, user, status=status, category=category, agent_id=agent_id,
                                    run_id=run_id, filters=filters, cursor=cursor, limit=limit, after=after,
                                    wait_s=wait_s)
+
+    # -- relational memory (#26): services/relations.py, as the HTTP routes ---------------------
+
+    @server.tool(annotations=reads, description=(
+        "List the people, places, organisations and things the user mentioned (entities), each with its current "
+        "relations to the user (e.g. 'Ana is the user's sister'). Optional `type` filters (person, place, ...). "
+        "Needs scope memory:read."))
+    @_tool
+    async def list_entities(user: UserArg, ctx: Context, type: str | None = None,
+                            after: AfterArg = None, wait_s: WaitArg = 5.0) -> CallToolResult:
+        p = await caller(ctx, "memory:read")
+        out = await relational.entities(backend, p, user, type, after=after, wait_s=wait_s)
+        return _answered(out, [r["text"] for e in out["entities"] for r in e["relations_to_user"]])
+
+    @server.tool(annotations=reads, description=(
+        "One entity with all its relations both ways, current and ended with their validity (with `as_of`, those "
+        "holding then). `entity` is an id, 'self', a name or 'role:<word>'. Needs scope memory:read."))
+    @_tool
+    async def get_entity(user: UserArg, entity: EntityArg, ctx: Context, as_of: AsOfArg = None,
+                         after: AfterArg = None, wait_s: WaitArg = 5.0) -> CallToolResult:
+        p = await caller(ctx, "memory:read")
+        out = await relational.entity(backend, p, user, entity, as_of, after=after, wait_s=wait_s)
+        return _answered(out, [r["text"] for r in out["relations"] if r["current"] or as_of is not None])
+
+    @server.tool(annotations=reads, description=(
+        "Relations holding now (or at `as_of`) under filters: `predicate` (e.g. lives_in, sister_of), `group` "
+        f"({', '.join(relational.GROUPS)}), `subject` and `object` (entity references: id, 'self', name or "
+        "'role:<word>'). 'Where does my sister live?' is subject='role:sister', predicate='lives_in'. The answer "
+        "reads as sentences first. Needs scope memory:read."))
+    @_tool
+    async def query_relations(user: UserArg, ctx: Context, predicate: str | None = None, group: str | None = None,
+                              subject: EntityArg | None = None, object: EntityArg | None = None,
+                              as_of: AsOfArg = None, after: AfterArg = None, wait_s: WaitArg = 5.0) -> CallToolResult:
+        p = await caller(ctx, "memory:read")
+        out = await relational.relations(backend, p, user, predicate=predicate, group=group, subject=subject,
+                                         obj=object, as_of=as_of, after=after, wait_s=wait_s)
+        return _answered(out, [out["answer"] or ""])
+
+    @server.tool(annotations=reads, description=(
+        f"How two entities connect: the shortest chain of relations from `from` to `to` (1-{relational.MAX_HOPS} "
+        "hops), now or at `as_of`, e.g. from='self' to='Rome'. Needs scope memory:read."))
+    @_tool
+    async def relation_path(user: UserArg, ctx: Context,
+                            from_: Annotated[EntityArg, Field(alias="from")],
+                            to: EntityArg,
+                            max_hops: Annotated[int, Field(ge=1, le=relational.MAX_HOPS)] = relational.MAX_HOPS,
+                            as_of: AsOfArg = None, after: AfterArg = None, wait_s: WaitArg = 5.0) -> CallToolResult:
+        p = await caller(ctx, "memory:read")
+        out = await relational.path(backend, p, user, from_, to, max_hops, as_of, after=after, wait_s=wait_s)
+        return _answered(out, [out["answer"] or f"no path from {from_} to {to}"])
 
     # -- resources ------------------------------------------------------------------------------
     @server.resource("memstream://users/{user}/profile", name="profile", mime_type="application/json", description=(
