@@ -389,3 +389,29 @@ def test_relational_pages_refuse_bad_input_and_other_tenants(rel_world):
     assert _get(w, f"/console/users/{u}/entities/ana", key=w["other"]).status_code == 404
     assert _get(w, f"/console/users/{u}/entities", key=w["nothing"]).status_code == 403
     assert w["http"].get(f"/console/users/{u}/entities").status_code == 401
+
+
+def test_people_and_places_renders_in_a_browser(browser, api_url, world, settings):
+    """The entity drawing in chromium: published into the pipeline's namespace, projected by its
+    pg-relations projector. A name in Chinese is in the SVG's text (it shows as glyphs only where a
+    CJK font is installed; the DOM text is checked either way)."""
+    from memstream.privacy.keystore import KeyStore
+    from tests.test_relations import ent, rel, t
+    from tests.test_replay import publish_all
+    keys = KeyStore(settings)
+    try:
+        publish_all(settings, keys, [ent(world["user"], "xiaomei", "person", "小美"),
+                                     rel(world["user"], "rb1", "self", "friend", "xiaomei", t(2015))])
+    finally:
+        keys.close()
+    sign_in(browser, api_url, world["admin"])
+
+    def drawn():   # pg-relations is its own consumer: reload until it has the entity
+        load(browser, f"{api_url}/console/users/{world['user']}/entities", "entities")
+        return [e.text for e in browser.find_elements("css selector", "svg#entity-graph g.entity text")]
+    labels = wait_for(lambda: x if "小美" in (x := drawn()) else None, timeout=60, interval=1.0, what="the entity")
+    assert "the user" in labels
+    svg = browser.find_element("id", "entity-graph")
+    assert svg.size["width"] > 100 and svg.size["height"] > 100
+    # "I live in Lisbon" (a world turn) is extracted as a relation too: the drawing holds both
+    assert "friend" in texts(browser, "svg#entity-graph g.relation text")
