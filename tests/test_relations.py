@@ -257,3 +257,55 @@ def test_cli_times_read_a_bare_date_or_naive_time_as_utc():
     assert _time(None) is None
     with pytest.raises(MemstreamError, match="not an ISO 8601"):
         _time("yesterday")
+
+
+def test_the_mcp_tools(world):
+    """list_entities, get_entity, query_relations, relation_path over MCP (in-process, the world's
+    namespace): sentences first in the text, rows as structured content; an unknown entity and a bad
+    as_of are one-line tool errors; a key bound to another user is refused as not found."""
+    import anyio
+    from mcp.client.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    from memstream.app.mcp_server import NOT_FOUND, create_server
+    from memstream.services.backend import Backend
+    from tests.auth_helpers import make_key
+
+    ns, _, _, a, b = world
+    backend = Backend(ns)
+    backend.open()
+
+    async def go():
+        async with Client(create_server(backend, "stdio", make_key(ns))) as c:
+            async def ok(tool, **args):
+                r = await c.call_tool(tool, args)
+                assert not r.is_error, r.content[0].text
+                return r.content[0].text.split("\n", 1)[0], r.structured_content
+
+            lead, out = await ok("list_entities", user=a, type="person")
+            assert {e["name"] for e in out["entities"]} == {"Ana", "Bob"}
+            assert "Ana is the user's sister" in lead
+            lead, out = await ok("get_entity", user=a, entity="role:sister")
+            assert out["entity_id"] == "ana" and "Ana lives in Berlin" in lead
+            lead, out = await ok("get_entity", user=a, entity="Ana", as_of="2021-01-01T00:00:00+00:00")
+            assert "Ana lives in Rome" in lead and "Berlin" not in lead
+            lead, out = await ok("query_relations", user=a, subject="role:sister", predicate="lives_in")
+            assert lead == "Ana lives in Berlin" and out["answer"] == lead
+            lead, out = await ok("query_relations", user=a, group="family", as_of="2021-06-01T00:00:00+00:00")
+            assert "Ana is the user's sister" in lead
+            lead, out = await ok("relation_path", user=a, to="Berlin", max_hops=2, **{"from": "self"})
+            assert out["found"] and out["hops"] == 2 and lead == "Ana is the user's sister; Ana lives in Berlin"
+
+            r = await c.call_tool("get_entity", {"user": a, "entity": "Zed"})
+            assert r.is_error and "\n" not in r.content[0].text and "unknown entity" in r.content[0].text
+            r = await c.call_tool("query_relations", {"user": a, "as_of": "2024-06-01"})
+            assert r.is_error and "\n" not in r.content[0].text and "as_of" in r.content[0].text
+        async with Client(create_server(backend, "stdio", make_key(ns, user=b))) as c:
+            with pytest.raises(MCPError) as exc:
+                await c.call_tool("list_entities", {"user": a})
+            assert exc.value.code == NOT_FOUND
+
+    try:
+        anyio.run(go)
+    finally:
+        backend.close()

@@ -190,6 +190,16 @@ def _answered(result: dict, sentences: list[str]) -> CallToolResult:
     return out
 
 
+def _from_alias(fn):
+    """The SDK passes an aliased argument by its alias: `from` (a Python keyword) reaches `from_`."""
+    @functools.wraps(fn)
+    async def renamed(*args, **kwargs):
+        if "from" in kwargs:
+            kwargs["from_"] = kwargs.pop("from")
+        return await fn(*args, **kwargs)
+    return renamed
+
+
 def _one_line(exc: ValidationError) -> str:
     """Argument problems, one per field, on one line (never pydantic's multi-line dump, nor the values:
     they are the caller's data)."""
@@ -417,6 +427,7 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         f"How two entities connect: the shortest chain of relations from `from` to `to` (1-{relational.MAX_HOPS} "
         "hops), now or at `as_of`, e.g. from='self' to='Rome'. Needs scope memory:read."))
     @_tool
+    @_from_alias
     async def relation_path(user: UserArg, ctx: Context,
                             from_: Annotated[EntityArg, Field(alias="from")],
                             to: EntityArg,
