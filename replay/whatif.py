@@ -64,7 +64,8 @@ DECISIONS = ("memory.created", "memory.reinforced", "memory.linked", "memory.sup
              "memory.revived", "entity.observed", "relation.asserted", "relation.ended")
 # Inputs of the processor that the projections need too: copied to the what-if topic.
 PASS_THROUGH = ("user.erased", "memory.recalled", "memory.forgotten", "user.forgotten")
-WHATIF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph")
+# pg-relations: a what-if's shadow answers entity and relation queries too (#26), as neo4j-graph draws them
+WHATIF_PROJECTORS = ("kv-preferences", "pgvector-items", "neo4j-graph", "pg-relations")
 
 
 def parse_overrides(settings: Settings, pairs: list[str] | dict) -> tuple[Settings, dict]:
