@@ -42,7 +42,7 @@ from tests.helpers import unique_user  # noqa: E402
 pytestmark = pytest.mark.timeout(300)
 
 TOOLS = {"remember", "remember_step", "recall", "build_context", "get_profile", "forget_memory", "add_memories",
-         "list_memories", "update_memory"}
+         "list_memories", "update_memory", "list_entities", "get_entity", "query_relations", "relation_path"}
 MCP_CMD = worker_command("x")[:3] + ["mcp"]          # python -m memstream.app.cli mcp
 
 
