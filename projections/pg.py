@@ -10,6 +10,7 @@ from psycopg import sql
 
 from memstream.config import Settings
 from memstream.resilience import StalePosition
+from projections.relations_schema import DDL as RELATIONS_DDL
 
 DDL = """
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -138,6 +139,9 @@ def ensure_schema(settings: Settings) -> None:
     links_missing = ensure_ddl(settings, DDL, probe=lambda conn: _holds_items_without_links(conn, settings.namespace),
                                dim=settings.embed_dim)
     ensure_vector_index(settings)
+    # relational memory's tables (#26) belong to the namespace's read models like the others: the API
+    # reads them (entities, relations) before pg-relations has run in a new namespace
+    ensure_ddl(settings, RELATIONS_DDL)
     if links_missing:
         # memory_links is filled from the log by pgvector-items; the events already applied are not
         # re-read by a live projector, so until a rebuild recall expands nothing for older memories

@@ -189,7 +189,10 @@ def _filters(req: RecallRequest, now: datetime) -> tuple[sql.Composable, dict]:
         params["tags"] = list(req.tags)
     if req.max_age_hours is not None:
         where.append(sql.SQL("created_at >= %(since)s"))
-        params["since"] = now - timedelta(hours=req.max_age_hours)
+        try:
+            params["since"] = now - timedelta(hours=req.max_age_hours)
+        except OverflowError:       # a window reaching before year 1 (an as-of near it) holds everything
+            params["since"] = datetime.min.replace(tzinfo=timezone.utc)
     if req.filters:
         # in the WHERE of every candidate read (vector, keyword, expansion): filtered in SQL, by the
         # (user_id, agent_id …) btrees and the metadata GIN index, never after ranking

@@ -60,7 +60,7 @@ def diff_graph(driver, live_generation: str, shadow_generation: str, limit: int 
     # relational memory (#26): entity nodes by (user, id), RELATES edges by (user, relation id)
     entity_q = "MATCH (x:Entity {ns: $ns}) RETURN [x.user, x.id] AS k, properties(x) AS p ORDER BY k[0], k[1]"
     relates_q = ("MATCH (a:Entity {ns: $ns})-[e:RELATES]->(b:Entity) RETURN [a.user, e.id] AS k, "
-                 "properties(e) {.*, from: a.id, to: b.id} AS p ORDER BY k[0], k[1]")
+                 "e {.*, from: a.id, to: b.id} AS p ORDER BY k[0], k[1]")
     for kind, q in (("node", node_q), ("edge", edge_q), ("entity", entity_q), ("relation", relates_q)):
         with driver.session() as s1, driver.session() as s2:
             a = iter(s1.run(q, ns=live_generation))

@@ -21,6 +21,7 @@ key bound to one end user gets 404 for any other user, and a memory id whose mem
 caller's is a 404 too (memory ids are global).
 """
 import logging
+import sys
 import re
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -44,7 +45,7 @@ from memstream.services.backend import Backend
 from memstream.services.memories import CURSOR_PATTERN
 from memstream.services.read_your_writes import log_topics as namespace_topics
 from schemas.events import Category
-from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, METADATA_MAX_BYTES, AgentId, Label, Metadata, RunId, SessionId,
+from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, METADATA_KEY_MAX_CHARS, METADATA_KEY_PATTERN, METADATA_MAX_BYTES, AgentId, Label, Metadata, RunId, SessionId,
                             TaskId, Text, UserId, check_content, check_event_time, check_id)
 
 log = logging.getLogger("memstream.api")
@@ -168,55 +169,69 @@ class MemoryAddIn(BaseModel):
 # -- the filter language of POST /v1/memories/search (projections/memory_filters.py compiles it) ------
 FilterText = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ID_PATTERN}),
                        AfterValidator(lambda v: check_id(v, "value"))]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+# A subnormal number (|x| < 2.2e-308) is read as 0: Postgres refuses it ("value out of range:
+# underflow"), and no importance or metadata number is told apart from 0 at that scale
+Finite = Annotated[float, Field(allow_inf_nan=False),
+                   AfterValidator(lambda v: 0.0 if abs(v) < sys.float_info.min else v)]
 MetaScalar = Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN}),
                        AfterValidator(lambda v: check_content(v, "value"))] | bool | Finite
 _OPS_DOC = {"minProperties": 1}
 
 
+# An operator's value is never null (the fields are typed without None, defaulting to absent): a
+# null would make {"gt": null} a schema-valid condition that is empty once the nulls are dropped
 class TextOps(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
-    eq: FilterText | None = None
-    ne: FilterText | None = None
-    in_: list[FilterText] | None = Field(None, alias="in", min_length=1, max_length=100)
-    nin: list[FilterText] | None = Field(None, min_length=1, max_length=100)
+    eq: FilterText = None
+    ne: FilterText = None
+    in_: list[FilterText] = Field(None, alias="in", min_length=1, max_length=100)
+    nin: list[FilterText] = Field(None, min_length=1, max_length=100)
 
 
 class NumberOps(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
-    eq: Finite | None = None
-    ne: Finite | None = None
-    in_: list[Finite] | None = Field(None, alias="in", min_length=1, max_length=100)
-    nin: list[Finite] | None = Field(None, min_length=1, max_length=100)
-    gt: Finite | None = None
-    gte: Finite | None = None
-    lt: Finite | None = None
-    lte: Finite | None = None
+    eq: Finite = None
+    ne: Finite = None
+    in_: list[Finite] = Field(None, alias="in", min_length=1, max_length=100)
+    nin: list[Finite] = Field(None, min_length=1, max_length=100)
+    gt: Finite = None
+    gte: Finite = None
+    lt: Finite = None
+    lte: Finite = None
 
 
 class TimeOps(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
-    eq: IsoTime | None = None
-    ne: IsoTime | None = None
-    gt: IsoTime | None = None
-    gte: IsoTime | None = None
-    lt: IsoTime | None = None
-    lte: IsoTime | None = None
+    eq: IsoTime = None
+    ne: IsoTime = None
+    gt: IsoTime = None
+    gte: IsoTime = None
+    lt: IsoTime = None
+    lte: IsoTime = None
 
 
 class MetaOps(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_OPS_DOC)
-    eq: MetaScalar | None = None
-    ne: MetaScalar | None = None
-    in_: list[MetaScalar] | None = Field(None, alias="in", min_length=1, max_length=100)
-    nin: list[MetaScalar] | None = Field(None, min_length=1, max_length=100)
-    gt: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
-    gte: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
-    lt: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
-    lte: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite | None = None
+    eq: MetaScalar = None
+    ne: MetaScalar = None
+    in_: list[MetaScalar] = Field(None, alias="in", min_length=1, max_length=100)
+    nin: list[MetaScalar] = Field(None, min_length=1, max_length=100)
+    gt: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite = None
+    gte: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite = None
+    lt: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite = None
+    lte: Annotated[str, Field(max_length=2048, json_schema_extra={"pattern": CONTENT_PATTERN})] | Finite = None
 
 
-MetaKey = Annotated[str, Field(min_length=1, max_length=64, json_schema_extra={"pattern": ID_PATTERN})]
+def _meta_keys(value: dict) -> dict:
+    for k in value:
+        check_id(k, "metadata key")
+    return value
+
+
+# Keys are plain str with the pattern in `propertyNames` (schemas.limits.Metadata does the same): a
+# pattern on the key type itself documents `patternProperties`, which lets any other key through the
+# schema with any value, while the server refuses it (schemathesis ST202)
+MetaKey = Annotated[str, Field(min_length=1, max_length=METADATA_KEY_MAX_CHARS)]
 
 
 class MemoryFilter(BaseModel):
@@ -234,8 +249,10 @@ class MemoryFilter(BaseModel):
     importance: Finite | NumberOps | None = None
     created_at: IsoTime | TimeOps | None = None
     updated_at: IsoTime | TimeOps | None = None
-    metadata: dict[MetaKey, MetaScalar | MetaOps] | None = Field(
-        None, max_length=16, description="Metadata keys to a value (equality) or operators; strings compare as "
+    metadata: Annotated[dict[MetaKey, MetaScalar | MetaOps],
+                        Field(min_length=1, max_length=16, json_schema_extra={"propertyNames": {"pattern": METADATA_KEY_PATTERN}}),
+                        AfterValidator(_meta_keys)] | None = Field(
+        None, description="Metadata keys to a value (equality) or operators; strings compare as "
                                          "text (ISO dates sort), numbers as numbers, mixed types never match.")
 
 

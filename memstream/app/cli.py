@@ -35,9 +35,9 @@ def _print(obj, as_json: bool) -> None:
 
 
 def _time(text: str | None) -> datetime | None:
+    """An ISO 8601 time or date; a bare date (2024-06-01) or a time without a timezone reads as UTC."""
     if text is None:
         return None
-    """An ISO 8601 time or date; a bare date (2024-06-01) or a time without a timezone reads as UTC."""
     try:
         t = datetime.fromisoformat(text.strip())
     except ValueError:

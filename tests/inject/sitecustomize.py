@@ -11,14 +11,15 @@ _marker = os.environ.get("MEMSTREAM_TEST_CRASH_ON")
 if _marker and sys.orig_argv[-2:] == ["worker", "extractor"]:
     import streams.extraction_core as _core
 
-    _original = _core.RuleExtractor.facts_for
+    # events_for: what the extractor worker calls per batch (facts, then relation claims, #26)
+    _original = _core.RuleExtractor.events_for
 
-    def _facts_for(self, turns):
+    def _events_for(self, turns):
         if any(_marker in (t.data.content or "") for t in turns):
             os._exit(134)
         return _original(self, turns)
 
-    _core.RuleExtractor.facts_for = _facts_for
+    _core.RuleExtractor.events_for = _events_for
 
 # With MEMSTREAM_TEST_SKIP_ONCE=<topic suffix>:<partition or *>:<first offset>, the memory worker's
 # stream skips the first fact record at or after that position once (`*`: on any partition), the
