@@ -899,40 +899,40 @@ export interface components {
         /** MetaOps */
         MetaOps: {
             /** Eq */
-            eq?: string | boolean | number | null;
+            eq?: string | boolean | number;
             /** Gt */
-            gt?: string | number | null;
+            gt?: string | number;
             /** Gte */
-            gte?: string | number | null;
+            gte?: string | number;
             /** In */
-            in?: (string | boolean | number)[] | null;
+            in?: (string | boolean | number)[];
             /** Lt */
-            lt?: string | number | null;
+            lt?: string | number;
             /** Lte */
-            lte?: string | number | null;
+            lte?: string | number;
             /** Ne */
-            ne?: string | boolean | number | null;
+            ne?: string | boolean | number;
             /** Nin */
-            nin?: (string | boolean | number)[] | null;
+            nin?: (string | boolean | number)[];
         };
         /** NumberOps */
         NumberOps: {
             /** Eq */
-            eq?: number | null;
+            eq?: number;
             /** Gt */
-            gt?: number | null;
+            gt?: number;
             /** Gte */
-            gte?: number | null;
+            gte?: number;
             /** In */
-            in?: number[] | null;
+            in?: number[];
             /** Lt */
-            lt?: number | null;
+            lt?: number;
             /** Lte */
-            lte?: number | null;
+            lte?: number;
             /** Ne */
-            ne?: number | null;
+            ne?: number;
             /** Nin */
-            nin?: number[] | null;
+            nin?: number[];
         };
         /** Position */
         Position: {
@@ -1222,28 +1222,46 @@ export interface components {
         /** TextOps */
         TextOps: {
             /** Eq */
-            eq?: string | null;
+            eq?: string;
             /** In */
-            in?: string[] | null;
+            in?: string[];
             /** Ne */
-            ne?: string | null;
+            ne?: string;
             /** Nin */
-            nin?: string[] | null;
+            nin?: string[];
         };
         /** TimeOps */
         TimeOps: {
-            /** Eq */
-            eq?: string | null;
-            /** Gt */
-            gt?: string | null;
-            /** Gte */
-            gte?: string | null;
-            /** Lt */
-            lt?: string | null;
-            /** Lte */
-            lte?: string | null;
-            /** Ne */
-            ne?: string | null;
+            /**
+             * Eq
+             * Format: date-time
+             */
+            eq?: string;
+            /**
+             * Gt
+             * Format: date-time
+             */
+            gt?: string;
+            /**
+             * Gte
+             * Format: date-time
+             */
+            gte?: string;
+            /**
+             * Lt
+             * Format: date-time
+             */
+            lt?: string;
+            /**
+             * Lte
+             * Format: date-time
+             */
+            lte?: string;
+            /**
+             * Ne
+             * Format: date-time
+             */
+            ne?: string;
         };
         /** TurnBatchIn */
         TurnBatchIn: {
