@@ -42,7 +42,8 @@ from tests.helpers import unique_user  # noqa: E402
 pytestmark = pytest.mark.timeout(300)
 
 TOOLS = {"remember", "remember_step", "recall", "build_context", "get_profile", "forget_memory", "add_memories",
-         "list_memories", "update_memory", "list_entities", "get_entity", "query_relations", "relation_path"}
+         "list_memories", "update_memory", "get_memory", "memory_history", "delete_all_memories", "list_entities",
+         "get_entity", "query_relations", "relation_path"}
 MCP_CMD = worker_command("x")[:3] + ["mcp"]          # python -m memstream.app.cli mcp
 
 
@@ -377,4 +378,96 @@ def test_http_update_memory_makes_a_new_version(settings, mcp_url):
         async with http_session(mcp_url, globex) as s:
             await refused(s.call_tool("update_memory", {"user": user, "memory_id": cleared["memory_id"],
                                                         "content": "x"}), NOT_FOUND, "not found")
+    anyio.run(go)
+
+
+def one_line_error(result, *words: str) -> str:
+    """A tool error a model can act on: one line naming what is wrong, never 'internal error'."""
+    text = result.content[0].text
+    assert result.is_error and "\n" not in text and "internal" not in text, text
+    assert all(w in text for w in words), text
+    return text
+
+
+def test_http_get_memory_history_and_delete_all(settings, mcp_url):
+    """get_memory and memory_history read through the services the HTTP routes use (an edit shows as the
+    old version superseded, caused by the statement); delete_all_memories forgets every memory
+    (memory:write). Another tenant's key finds none of it, a reader cannot delete."""
+    user = unique_user("mcp-hist")
+    writer = make_key(settings, "acme", ["memory:read", "memory:write"], name="mcp-hist-writer")
+    reader = make_key(settings, "acme", ["memory:read"], name="mcp-hist-reader")
+    globex = make_key(settings, "globex", ["memory:read", "memory:write"], name="mcp-hist-globex")
+
+    async def go():
+        async with http_session(mcp_url, writer) as s:
+            pos = await call(s, "add_memories", user=user, texts=["Prefers aisle seats", "Flies out of Oslo"],
+                             metadata={"topic": "travel"})
+
+            async def both():
+                page = await call(s, "list_memories", user=user, after=pos["token"], wait_s=20)
+                return page["memories"] if len(page["memories"]) == 2 else None
+            old = next(m for m in await eventually(both, "two stated memories") if m["content"] == "Prefers aisle seats")
+            got = await call(s, "get_memory", user=user, memory_id=old["memory_id"])
+            assert (got["user"], got["content"], got["status"], got["metadata"]) == (
+                user, "Prefers aisle seats", "active", {"topic": "travel"})
+            edited = await call(s, "update_memory", user=user, memory_id=old["memory_id"], content="Prefers window seats")
+
+            async def superseded():
+                history = await call(s, "memory_history", user=user, memory_id=old["memory_id"],
+                                     after=edited["token"], wait_s=20)
+                return history if history["status"] == "outdated" else None
+            history = await eventually(superseded, "the edit in the old version's history")
+            types = [v["type"] for v in history["versions"]]
+            assert types[0] == "memory.created" and "memory.superseded" in types, types
+            assert history["user"] == user and history["memory_id"] == old["memory_id"]
+            assert (await call(s, "get_memory", user=user, memory_id=old["memory_id"]))["superseded_by"] == \
+                edited["memory_id"]
+            one_line_error(await s.call_tool("get_memory", {"user": user, "memory_id": "bad id!"}), "memory_id")
+        async with http_session(mcp_url, globex) as s:       # the same user id in another tenant: nothing
+            await refused(s.call_tool("get_memory", {"user": user, "memory_id": old["memory_id"]}), NOT_FOUND,
+                          "not found")
+            await refused(s.call_tool("memory_history", {"user": user, "memory_id": old["memory_id"]}), NOT_FOUND,
+                          "not found")
+        async with http_session(mcp_url, reader) as s:
+            await refused(s.call_tool("delete_all_memories", {"user": user}), FORBIDDEN, "memory:write")
+        async with http_session(mcp_url, writer) as s:
+            gone = await call(s, "delete_all_memories", user=user, reason="user asked")
+            assert gone["token"].count(":") == 2
+
+            async def empty():
+                page = await call(s, "list_memories", user=user, status="all", after=gone["token"], wait_s=20)
+                return page["memories"] == []
+            await eventually(empty, "every memory forgotten")
+            await refused(s.call_tool("get_memory", {"user": user, "memory_id": edited["memory_id"]}), NOT_FOUND,
+                          "not found")
+    anyio.run(go)
+
+
+def test_http_erased_user_and_nul_arguments_are_one_line_tool_errors(settings, mcp_url):
+    """Reported: a write for an erased user answered 'internal error' (HTTP: 410), and a NUL in a
+    category argument too. Both are one-line tool errors now: the erasure said as such, the NUL naming
+    its field (and every other free-text argument that reaches SQL or an event the same way)."""
+    from memstream.erasure import erase_user
+    from memstream.privacy.tenants import internal_user
+    user = unique_user("mcp-erased")
+    writer = make_key(settings, "acme", ["memory:read", "memory:write"], name="mcp-erased-writer")
+
+    async def go():
+        async with http_session(mcp_url, writer) as s:
+            await call(s, "remember", user=user, content="hello")      # the server process now holds the user's key
+            erase_user(settings, internal_user("acme", user), requested_by="test")   # another process erases them
+            for tool, args in (("remember", {"content": "I like tea"}), ("add_memories", {"texts": ["Likes tea"]}),
+                               ("add_memories", {"texts": ["I like tea"], "infer": True}),
+                               ("remember_step", {"task": "t", "content": "x"})):
+                one_line_error(await s.call_tool(tool, {"user": user, **args}), "erased")
+            nul = unique_user("mcp-nul")
+            for tool, args, field in (
+                    ("recall", {"query": "tea", "categories": ["pre\x00f"]}, "categor"),
+                    ("list_memories", {"filters": {"category": "pre\x00f"}}, "category"),
+                    ("add_memories", {"texts": ["tea\x00"]}, "text"),
+                    ("query_relations", {"predicate": "lives\x00in"}, "predicate"),
+                    ("get_entity", {"entity": "A\x00na"}, "entity"),
+                    ("forget_memory", {"memory_id": "abc", "reason": "r\x00"}, "reason"),
+                    ("delete_all_memories", {"reason": "r\x00"}, "reason")):
+                one_line_error(await s.call_tool(tool, {"user": nul, **args}), field)
     anyio.run(go)

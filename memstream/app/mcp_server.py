@@ -28,7 +28,7 @@ import sys
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from memstream.config import Settings
 from memstream.errors import (ConfigError, InvalidEvent, InvalidInput, MemstreamError, MissingScope, NotAuthenticated,
@@ -51,7 +51,7 @@ from pydantic import ValidationError
 
 from memstream.app.api import TOKEN_PATTERN, ApiUserId, IsoTime
 from schemas.events import Category
-from schemas.limits import AgentId, Label, Metadata, RunId, SessionId, TaskId
+from schemas.limits import AgentId, Label, Metadata, RunId, SessionId, TaskId, check_content, check_id
 
 log = logging.getLogger("memstream.mcp")
 
@@ -67,7 +67,8 @@ question), `get_profile` (who the user is: identity, preferences, constraints) o
 (everything relevant, assembled into one prompt-ready text within a token budget). Every call names
 the user; ids are your own (any printable text without '/'). To read your own write, pass the
 `token` a remember call returned as `after`. Manage memories with `add_memories` (kept as stated),
-`list_memories`, `update_memory` and `forget_memory`. People and places the user mentioned, and how
+`list_memories`, `get_memory`, `memory_history` (its versions and what caused each), `update_memory`,
+`forget_memory` and `delete_all_memories`. People and places the user mentioned, and how
 they relate (relational memory): `list_entities`, `get_entity` (by id, 'self', a name or 'role:sister'),
 `query_relations` (e.g. subject='role:sister', predicate='lives_in': "where does my sister live") and
 `relation_path` (how two entities connect); each answers sentences first, then the rows. Resources: memstream://users/{user}/profile and
@@ -81,7 +82,15 @@ MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Z
                                    description="A memory id, as recall or the profile returned it.")]
 EntityArg = Annotated[str, Field(min_length=1, max_length=300, description=(
     "An entity: its id, 'self' (the user), a name or alias, or 'role:<word>' (e.g. 'role:sister': whoever "
-    "the user's sister is)."))]
+    "the user's sister is).")), AfterValidator(lambda v: check_id(v, "entity"))]
+# Free-text arguments that reach SQL as parameters: printable, as on the API (a NUL would make
+# Postgres refuse the query, which must read as bad input naming the field, not an internal error).
+CategoryFilter = Annotated[str, Field(max_length=200), AfterValidator(lambda v: check_id(v, "category"))]
+PredicateArg = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z_]+$", description=(
+    "A relation's predicate, e.g. lives_in, sister_of."))]
+MemoryText = Annotated[str, Field(min_length=1), AfterValidator(lambda v: check_content(v, "text"))]
+ReasonArg = Annotated[str, Field(max_length=500, description="Why (kept in the audit)."),
+                      AfterValidator(lambda v: check_content(v, "reason"))]
 AsOfArg = Annotated[IsoTime | None, Field(description=(
     "Answer with the relations that held at this time (ISO 8601 with timezone); default now."))]
 
@@ -134,6 +143,8 @@ def _tool(fn):
             raise ToolError(f"invalid input: {exc}") from None
         except UserErased:
             raise ToolError("this user was erased; nothing can be recorded for them") from None
+        except ValidationError as exc:      # an event built from the arguments refused them (schemas/events.py)
+            raise ToolError(f"invalid input: {_one_line(exc)}") from None
         except relational.UnknownEntity as exc:
             raise ToolError(f"unknown entity: {exc}") from None
         except Exception as exc:
@@ -273,7 +284,7 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
     async def recall(user: UserArg, query: Annotated[str, Field(min_length=1, max_length=4000,
                                                                 description="The question or topic, in words.")],
                      ctx: Context, k: Annotated[int, Field(ge=1, le=100, description="Most hits wanted.")] = 10,
-                     categories: Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(
+                     categories: Annotated[list[CategoryFilter] | None, Field(
                          max_length=20, description="Only these categories (e.g. identity, preference, policy).")] = None,
                      filters: Annotated[dict | None, Field(description=(
                          "Mem0-style filters, e.g. {\"agent_id\": \"travel\"} or {\"metadata\": {\"topic\": "
@@ -316,7 +327,7 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         "recorded in the log. Only when the user asks for it. Needs scope memory:write."))
     @_tool
     async def forget_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
-                            reason: Annotated[str, Field(max_length=500, description="Why (kept in the audit).")] = "") -> dict:
+                            reason: ReasonArg = "") -> dict:
         p = await caller(ctx, "memory:write")
         return await forget.memory(backend, p, user, memory_id, requested_by=f"mcp:{p.key_id}", reason=reason)
 
@@ -327,7 +338,7 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         "Optional agent_id, run_id and flat metadata scope them (list_memories filters by them). Returns a "
         "position `token` (see remember). Needs scope memory:write."))
     @_tool
-    async def add_memories(user: UserArg, texts: Annotated[list[Annotated[str, Field(min_length=1)]], Field(
+    async def add_memories(user: UserArg, texts: Annotated[list[MemoryText], Field(
                                min_length=1, max_length=100, description="One memory (or message) per item, in order.")],
                            ctx: Context, infer: bool = False, category: Category | None = None,
                            importance: Annotated[float | None, Field(ge=0, le=1)] = None,
@@ -386,6 +397,38 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                                    run_id=run_id, filters=filters, cursor=cursor, limit=limit, after=after,
                                    wait_s=wait_s)
 
+    @server.tool(annotations=reads, description=(
+        "One of the user's memories by id, with its current fields (content, category, importance, status, "
+        "superseded_by, agent_id, run_id, metadata, times), whatever its status. Another user's memory, or none, "
+        "is not found. Needs scope memory:read."))
+    @_tool
+    async def get_memory(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
+                         after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
+        p = await caller(ctx, "memory:read")
+        return await memories.one(backend, p, user, memory_id, after=after, wait_s=wait_s)
+
+    @server.tool(annotations=reads, description=(
+        "A memory's versions, oldest first: every event that created or changed it (created, reinforced, "
+        "superseded, merged, edited, decayed, forgotten, ...) with what it set and what caused it, and the turns it "
+        "came from (`origin`). What GET /v1/users/{user}/memories/{memory_id}/history answers. Needs scope "
+        "memory:read."))
+    @_tool
+    async def memory_history(user: UserArg, memory_id: MemoryIdArg, ctx: Context,
+                             after: AfterArg = None, wait_s: WaitArg = 5.0) -> dict:
+        p = await caller(ctx, "memory:read")
+        return await memories.history(backend, p, user, memory_id, after=after, wait_s=wait_s)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                             open_world_hint=False), description=(
+        "Forget ALL of the user's memories for good (user.forgotten): memories, preferences and the memory graph "
+        "go; the conversation windows stay and new turns build new memory. Only when the user asks for it. "
+        "Returns a position `token` (see remember). Needs scope memory:write."))
+    @_tool
+    async def delete_all_memories(user: UserArg, ctx: Context,
+                                  reason: ReasonArg = "") -> dict:
+        p = await caller(ctx, "memory:write")
+        return (await forget.user(backend, p, user, requested_by=f"mcp:{p.key_id}", reason=reason)).as_dict()
+
     # -- relational memory (#26): services/relations.py, as the HTTP routes ---------------------
 
     @server.tool(annotations=reads, description=(
@@ -415,7 +458,8 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
         "'role:<word>'). 'Where does my sister live?' is subject='role:sister', predicate='lives_in'. The answer "
         "reads as sentences first. Needs scope memory:read."))
     @_tool
-    async def query_relations(user: UserArg, ctx: Context, predicate: str | None = None, group: str | None = None,
+    async def query_relations(user: UserArg, ctx: Context, predicate: PredicateArg | None = None,
+                              group: str | None = None,
                               subject: EntityArg | None = None, object: EntityArg | None = None,
                               as_of: AsOfArg = None, after: AfterArg = None, wait_s: WaitArg = 5.0) -> CallToolResult:
         p = await caller(ctx, "memory:read")
