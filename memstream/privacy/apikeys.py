@@ -67,6 +67,8 @@ def _parse(token: str) -> tuple[str, str] | None:
     key_id, _, secret = rest.partition("_")
     if prefix != PREFIX or not key_id or not secret or len(token) > 200:
         return None
+    if not (token.isascii() and token.isprintable()):   # keys are hex and URL-safe base64: a NUL is no key
+        return None                                     # (and would reach Postgres, which refuses it in text)
     return key_id, secret
 
 
