@@ -415,3 +415,100 @@ def test_people_and_places_renders_in_a_browser(browser, api_url, world, setting
     assert svg.size["width"] > 100 and svg.size["height"] > 100
     # "I live in Lisbon" (a world turn) is extracted as a relation too: the drawing holds both
     assert "friend" in texts(browser, "svg#entity-graph g.relation text")
+
+
+# -- issue 28: bad input never a 500, login CSRF, tenant-scoped operator pages ------------------------
+
+def test_a_nul_in_any_console_parameter_is_a_4xx_page_never_a_500(api_url, world):
+    """Postgres refuses a NUL in text: every console route with a query or path parameter refuses
+    one first (422 naming the parameter where the console checks it), so none reaches a store."""
+    user, memory = world["user"], world["memories"]["User likes green tea"]
+    h = bearer(world["admin"])
+    named = {f"/console/users/{user}/memories?q=a%00b": "q", f"/console/users/{user}/memories?category=a%00b": "category",
+             f"/console/users/{user}/memories?q=%01": "q", f"/console/users/{user}/memories?category=%7F": "category",
+             "/console/users?user=a%00b": "user", f"/console/users/{user}/entities?as_of=2021%00": "as_of",
+             f"/console/users/{user}/entities/a%00b": "entity"}
+    for path, what in named.items():
+        r = httpx.get(api_url + path, headers=h, timeout=30)
+        assert r.status_code == 422 and what in r.text, (path, r.status_code, r.text[-300:])
+    for path in (f"/console/users/a%00b/{page}" for page in ("memories", "graph", "entities", "entities/x")):
+        r = httpx.get(api_url + path, headers=h, timeout=30)
+        assert r.status_code == 422 and "user" in r.text, (path, r.status_code)
+    for path in (f"/console/memories/{memory[:-1]}%00", f"/console/users/{user}/memories?status=%00",
+                 f"/console/users/{user}/memories?limit=%00", "/console/users/%00/memories"):
+        assert 400 <= httpx.get(api_url + path, headers=h, timeout=30).status_code < 500, path
+    for key in ("msk_a%00b_c", "msk_ab_c%00", "%00"):    # the login form's key: no key, never a query
+        r = httpx.post(api_url + "/console/login", content=f"api_key={key}", timeout=10,
+                       headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 401 and "set-cookie" not in r.headers, key
+    # and the filters still work with ordinary text
+    r = httpx.get(api_url + f"/console/users/{user}/memories", params={"q": "green"}, headers=h, timeout=30)
+    assert r.status_code == 200 and "User likes green tea" in r.text
+
+
+def test_login_and_logout_refuse_another_sites_posts(api_url, world):
+    """Login CSRF: another site's form must not sign a browser in (with the attacker's key)."""
+    login, key = api_url + "/console/login", world["reader"]
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Referer": "http://evil.example/x"},
+                    {"Origin": api_url.replace("http://", "https://")}, {"Origin": "http://127.0.0.1:1"}):
+        r = httpx.post(login, data={"api_key": key}, headers=headers, timeout=10)
+        assert r.status_code == 403 and "set-cookie" not in r.headers and "another site" in r.text, headers
+        r = httpx.post(api_url + "/console/logout", headers=headers, timeout=10)
+        assert r.status_code == 403 and "set-cookie" not in r.headers, headers
+    for headers in ({"Origin": api_url}, {"Referer": login}, {}):
+        r = httpx.post(login, data={"api_key": key}, headers=headers, timeout=10)
+        assert r.status_code == 303 and "memstream_console=" in r.headers["set-cookie"], headers
+        assert re.search(r"HttpOnly", r.headers["set-cookie"], re.I) and re.search(r"SameSite=strict", r.headers["set-cookie"], re.I)
+    # the pages' referrer policy lets a same-origin POST carry its real Origin (no-referrer sends `null`)
+    assert httpx.get(login, timeout=10).headers["referrer-policy"] == "same-origin"
+
+
+def test_a_cross_site_form_cannot_sign_a_browser_in(browser, api_url, world):
+    """In chromium: a page of another origin (a data: URL: origin `null`) posts a key to the login form."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    browser.get(api_url + "/console/login")
+    browser.delete_all_cookies()
+    attack = (f"<form method='post' action='{api_url}/console/login'><input name='api_key' value='{world['admin']}'>"
+              "</form><script>document.forms[0].submit()</script>")
+    browser.get("data:text/html," + attack)
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.startswith(api_url))
+    WebDriverWait(browser, 30).until(ec.text_to_be_present_in_element((By.ID, "error"), "another site"))
+    assert browser.get_cookie("memstream_console") is None, "another site signed the browser in"
+    console_errors(browser)          # the 403 itself is logged as a failed load
+    sign_in(browser, api_url, world["admin"])    # the console's own form still works
+    assert browser.current_url == api_url + "/console/" and browser.get_cookie("memstream_console")
+
+
+def test_replay_status_is_the_operators_and_dead_letters_stay_in_their_tenant(api_url, world, settings):
+    """Two tenants: projector positions count every tenant's records, so only the operator (an admin
+    key of tenant default bound to no user) sees them; a dead letter shows only to its user's tenant."""
+    acme_user = unique_user("console-acme")
+    raw = Producer(producer_config(settings, ADMIN))    # a dead letter of one of acme's users
+    raw.produce(settings.topic("turns"), key=f"acme/{acme_user}".encode(), value=b"\xff\xfe not json")
+    raw.flush(10)
+    from tests.kafka_helpers import dead_letters
+    wait_for(lambda: [d for d in dead_letters(settings) if d["key"] == f"acme/{acme_user}"], timeout=60,
+             what="acme's dead letter")
+
+    def get(path: str, key: str) -> httpx.Response:
+        return httpx.get(api_url + path, headers=bearer(key), timeout=30)
+    acme, admin = world["other"], world["admin"]
+    r = get("/console/deadletters", acme)
+    assert r.status_code == 200 and acme_user in r.text and f"acme/{acme_user}" not in r.text
+    assert world["user"] not in r.text, "acme's admin sees a default user's dead letter"
+    r = get("/console/deadletters", admin)
+    assert r.status_code == 200 and world["user"] in r.text and acme_user not in r.text
+    bound = make_key(settings, "default", SCOPES, user="someone-else", name="console-bound-admin")
+    r = get("/console/deadletters", bound)
+    assert r.status_code == 200 and world["user"] not in r.text and acme_user not in r.text
+    from projections.registry import PROJECTORS
+    for key in (acme, bound):
+        r = get("/console/replay", key)
+        assert r.status_code == 403 and "operator" in r.text, r.text[-300:]
+        assert not any(name in r.text for name in PROJECTORS) and "log end" not in r.text
+        assert 'href="/console/replay"' not in get("/console/", key).text
+    r = get("/console/replay", admin)
+    assert r.status_code == 200 and all(name in r.text for name in PROJECTORS)
+    assert 'href="/console/replay"' in get("/console/", admin).text

@@ -9,10 +9,25 @@ not a signed session:
 - there is no session store and no signing secret to keep, back up and rotate.
 The cost is that the browser's cookie jar holds the key, so the cookie is HttpOnly (no script can
 read it: the page's own XSS defences are a second line), SameSite=Strict (never sent on a request
-another site starts: no CSRF on the login/logout POSTs), Secure whenever the console is served
-over https, scoped to /console, and expires after COOKIE_MAX_AGE_S; logout deletes it.
+another site starts: no page acts for a signed-in user on another site's behalf), Secure whenever
+the console is served over https, scoped to /console, and expires after COOKIE_MAX_AGE_S; logout
+deletes it.
+
+SameSite does not stop login CSRF: another site's form could post *its* key to /console/login and
+the answer would set the cookie, signing the victim's browser in as the attacker (whatever they
+then browse or do lands in the attacker's tenant). So every console POST must come from the
+console's own origin (same_origin): the Origin header, else the Referer, must name the request's
+own scheme, host and port. Browsers send Origin on every POST (Fetch standard); the pages send
+`Referrer-Policy: same-origin`, under which a same-origin POST carries the real Origin (under
+no-referrer it would be `null`, which is refused like any other origin). A POST with neither
+header is not a browser's form post (curl, a script) and is accepted: it can only set a cookie in
+its own jar. A CSRF token was not added: without a session store it would be a second, pre-login
+cookie (double submit) on every page that shows a form (any 401 page shows the login form), and
+would protect only browsers too old to send Origin on a form POST (Firefox before 70, 2019).
 """
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
@@ -39,6 +54,35 @@ def presented_key(request: Request) -> str | None:
     if auth[:7].lower() == "bearer " and auth[7:].strip():
         return auth[7:].strip()
     return request.headers.get("x-api-key") or request.cookies.get(COOKIE) or None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of a URL or an Origin header; None for `null` or anything unparsable."""
+    try:
+        u = urlsplit(url.strip())
+        scheme, host, port = u.scheme.lower(), (u.hostname or "").lower(), u.port
+    except ValueError:           # a port that is not a number, a bad IPv6 literal
+        return None
+    if scheme not in _DEFAULT_PORTS or not host:
+        return None
+    return scheme, host, port or _DEFAULT_PORTS[scheme]
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a POST comes from the console's own origin: its Origin header (else its Referer)
+    names the scheme, host and port the request itself was sent to (the URL uvicorn saw: the Host
+    header, and the scheme a trusted proxy's X-Forwarded-Proto gave). True when it carries
+    neither header (not a browser's form post); False for `Origin: null` or another site."""
+    claimed = request.headers.get("origin")
+    if claimed is None:
+        claimed = request.headers.get("referer")
+        if claimed is None:
+            return True
+    own = _origin(str(request.base_url))
+    return own is not None and _origin(claimed) == own
 
 
 async def principal_of(backend, token: str) -> Principal | None:

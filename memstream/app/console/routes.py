@@ -2,8 +2,14 @@
 
 memory:read   users' memories and memory graphs
 audit:read    a memory's timeline (+ audit:content for its decrypted text)
-admin         the dead-letter topic and projector positions (replay status)
+admin         the dead-letter topic (the tenant's own users' letters); projector positions (replay
+              status) only for the stack's operator (services/operator_view.py sees_stack)
 Tenants as on the API: a user or memory of another tenant (or not the key's bound user) is a 404.
+Bad input is a 4xx page, never a 500: every text a route hands to a store is checked first (a NUL,
+which Postgres refuses in text, or any control character is a 422 naming the parameter, the
+status the console and the API answer every bad input with).
+Every state-changing POST (sign in, sign out) must come from the console's own origin
+(auth.py same_origin): a cross-site form cannot sign a browser in with the attacker's key.
 Every page is sent with a Content-Security-Policy that allows no script at all, so even a value
 that escaped escaping could not run; the templates escape every value anyway (templates.py).
 """
@@ -17,22 +23,25 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from memstream.app.console.auth import (COOKIE, COOKIE_MAX_AGE_S, COOKIE_PATH, Refused, check_user, principal_of,
-                                        require)
+                                        require, same_origin)
 from memstream.app.console.graph_svg import entity_layout, layout
 from memstream.app.console.templates import CSS, render
 from memstream.privacy.tenants import NotYours
-from memstream.errors import InvalidInput
+from memstream.errors import InvalidInput, MissingScope
 from memstream.services import audit, memories as memory_lists, operator_view, relations as relational
+from schemas.limits import check_content, check_id
 
 HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "
                                       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
            "X-Frame-Options": "DENY"}
 MemoryId = Annotated[str, Path(max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]
 UserPath = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 def page(name: str, code: int = 200, **ctx) -> HTMLResponse:
+    p = ctx.get("p")
+    ctx.setdefault("stack", p is not None and operator_view.sees_stack(p))   # the replay link
     return HTMLResponse(render(name, **ctx), status_code=code, headers=HEADERS)
 
 
@@ -65,10 +74,12 @@ def router(settings, state: dict) -> APIRouter:
 
     @r.post("/login")
     async def login(request: Request) -> Response:
+        _own_origin(request)        # login CSRF: no other site may sign this browser in (with its key)
         # a form post (application/x-www-form-urlencoded), read here: no python-multipart needed
         form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
         key = (form.get("api_key") or [""])[0].strip()
-        p = await principal_of(backend(), key) if key and len(key) <= 512 else None
+        # a key is printable ASCII (privacy/apikeys.py): anything else (a NUL) is no key, never a query
+        p = await principal_of(backend(), key) if key and len(key) <= 512 and key.isascii() and key.isprintable() else None
         if p is None:
             return page("login", 401, title="sign in", p=None, error="unknown or revoked API key")
         resp = RedirectResponse("/console/", status_code=303, headers=HEADERS)
@@ -77,7 +88,8 @@ def router(settings, state: dict) -> APIRouter:
         return resp
 
     @r.post("/logout")
-    def logout() -> Response:
+    def logout(request: Request) -> Response:
+        _own_origin(request)
         resp = RedirectResponse("/console/login", status_code=303, headers=HEADERS)
         resp.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
         return resp
@@ -103,6 +115,7 @@ def router(settings, state: dict) -> APIRouter:
                        limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> Response:
         p = await require(request, backend(), "memory:read")
         check_user(p, user)
+        category, q = _text(category, "category", check_id), _text(q, "q", check_content)
         rows, counts = await memory_lists.by_status(backend(), p, user, status, category or None, q or None, limit)
         return page("memories", title=f"memories of {user}", p=p, user=user, rows=rows, counts=counts,
                     status=status, category=category, q=q)
@@ -156,10 +169,30 @@ def router(settings, state: dict) -> APIRouter:
     @r.get("/replay")
     async def replay_status(request: Request) -> Response:
         p = await require(request, backend(), "admin")
-        rows = await operator_view.positions(backend(), p)
+        try:    # positions count every tenant's records: the stack operator's alone
+            rows = await operator_view.positions(backend(), p)
+        except MissingScope as exc:
+            raise Refused(403, str(exc)) from None
         return page("replay", title="replay status", p=p, rows=rows, behind=sum(x["behind"] for x in rows))
 
     return r
+
+
+def _own_origin(request: Request) -> None:
+    """Refused(403) unless a state-changing POST comes from the console's own origin."""
+    if not same_origin(request):
+        raise Refused(403, "a form post from another site is refused: sign in from this console's own page")
+
+
+def _text(value: str | None, what: str, check) -> str | None:
+    """A query text before it reaches a store: Refused(422) naming the parameter when it holds a
+    control character (a NUL, which Postgres refuses in text: never a 500); None and "" as given."""
+    if not value:
+        return value
+    try:
+        return check(value, what)
+    except InvalidInput as exc:
+        raise Refused(422, str(exc)) from None      # the message names the parameter
 
 
 def _as_of(value: str | None) -> datetime | None:

@@ -36,7 +36,8 @@ BASE = """<!doctype html>
 {% if user is defined and user %}<a href="/console/users/{{ user|u }}/memories">memories</a>
 <a href="/console/users/{{ user|u }}/graph">graph</a>
 <a href="/console/users/{{ user|u }}/entities">people &amp; places</a>{% endif %}
-{% if 'admin' in p.scopes %}<a href="/console/deadletters">dead letters</a><a href="/console/replay">replay</a>{% endif %}
+{% if 'admin' in p.scopes %}<a href="/console/deadletters">dead letters</a>{% endif %}
+{% if stack %}<a href="/console/replay">replay</a>{% endif %}
 <span class="who">tenant {{ p.tenant }}{% if p.user %} · user {{ p.user }}{% endif %} · {{ p.scopes|sort|join(', ') }}
 <form method="post" action="/console/logout"><button type="submit">sign out</button></form></span>{% endif %}
 </header><main><h1>{{ title }}</h1>{% block body %}{% endblock %}</main></body></html>"""
@@ -105,7 +106,8 @@ GRAPH = """{% extends "base" %}{% block body %}
 {% endfor %}</svg>{% endblock %}"""
 
 DEADLETTERS = """{% extends "base" %}{% block body %}
-<p class="muted">The newest {{ per_partition }} dead letters of each partition of <code>{{ topic }}</code>, newest first. The original
+<p class="muted">The newest {{ per_partition }} dead letters of each partition of <code>{{ topic }}</code>, newest first, of
+{% if stack %}the users of tenant {{ p.tenant }} and records without a user{% else %}the users of tenant {{ p.tenant }}{% if p.user %} (user {{ p.user }}){% endif %} only{% endif %}. The original
 record is kept only sealed (with its user's key) and is not shown; its source position leads to it.</p>
 <table id="deadletters"><tr><th>when</th><th>reason</th><th>source</th><th>consumer</th><th>user</th><th>size</th></tr>
 {% for d in rows %}<tr><td class="mono">{{ d.time or '' }}</td><td class="reason">{{ d.reason }}</td>
