@@ -128,6 +128,12 @@ class _Calls:
             "params": _drop_none({"after": after, "wait_s": wait_s}), "wait_s": wait_s}
 
     @staticmethod
+    def forget_session(user, session, reason=None) -> Spec:
+        _ids(user=user, session=session)
+        return "DELETE", f"/v1/users/{_seg(user)}/sessions/{_seg(session)}", {
+            "params": _drop_none({"reason": reason or None})}
+
+    @staticmethod
     def context(user, query, after=None, **options) -> Spec:
         _ids(user=user, session=options.get("session"), task=options.get("task"))
         return "POST", "/v1/context", {"json": _drop_none({"user": user, "query": query, "after": after, **options}),
@@ -177,6 +183,7 @@ class MemoryApi:
     profile = _sync(_Calls.profile)
     task_steps = _sync(_Calls.steps)
     session = _sync(_Calls.session)
+    forget_session = _sync(_Calls.forget_session)
     context = _sync(_Calls.context)
 
     def close(self) -> None:
@@ -209,6 +216,7 @@ class AsyncMemoryApi:
     profile = _async(_Calls.profile)
     task_steps = _async(_Calls.steps)
     session = _async(_Calls.session)
+    forget_session = _async(_Calls.forget_session)
     context = _async(_Calls.context)
 
     async def aclose(self) -> None:

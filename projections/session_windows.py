@@ -11,6 +11,13 @@ erased user never gets a key again, so a turn newer than the erasure can only be
 key some process still had cached while the erasure happened (a user publishing while being
 erased), and it is refused too (tests/test_erasure_storage.py).
 
+A cleared session (`session.forgotten`, DELETE /v1/users/{user}/sessions/{session}) also arrives
+on the memory topic, so it works like an erasure narrowed to one session: a tombstone (user,
+session, time) refuses every turn of that session said at or before the clear, whichever topic
+replay reads first, and the rows and summary already there go. A turn said after the clear starts
+the session afresh. Summaries share the memory topic's partition with the clear, so their order
+against it is the log's, live and in replay alike.
+
 What falls out of the window is not lost: the session summarizer (streams/session_summarizer.py)
 records a rolling summary as `session.summarized`, and this projector keeps the newest version per
 session in `session_summaries` (only a higher version replaces it, so re-applying is a no-op).
@@ -41,6 +48,13 @@ CREATE TABLE IF NOT EXISTS {s}.session_window_erasures (
     erased_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_window_erasures_user ON {s}.session_window_erasures (user_id, erased_at);
+CREATE TABLE IF NOT EXISTS {s}.session_forgets (
+    event_id     text PRIMARY KEY,
+    user_id      text NOT NULL,
+    session      text NOT NULL,
+    forgotten_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_forgets_session ON {s}.session_forgets (user_id, session, forgotten_at);
 CREATE TABLE IF NOT EXISTS {s}.session_summaries (
     user_id          text NOT NULL,
     session          text NOT NULL,
@@ -63,7 +77,8 @@ def ensure_tables(settings: Settings) -> None:
 
 
 class SessionWindowsProjector(_PostgresProjector):
-    """turn.recorded (+ user.erased) → session_messages, trimmed to MaxTurns × 2 per session."""
+    """turn.recorded (+ user.erased, session.forgotten) → session_messages, trimmed to MaxTurns × 2
+    per session."""
 
     name = "session-windows"
     topics = ("turns", "memory")
@@ -73,7 +88,7 @@ class SessionWindowsProjector(_PostgresProjector):
                                        "through_event_id", "channel", "model", "event_id", "summarized_at"],
                                       ["user_id", "session"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "turn.recorded": "turn",
-                                         "session.summarized": "summary"}))
+                                         "session.summarized": "summary", "session.forgotten": "forget"}))
 
     def setup(self) -> None:
         super().setup()
@@ -91,6 +106,8 @@ class SessionWindowsProjector(_PostgresProjector):
                 self._turns(cur, run)
             elif kind == "summary":
                 self._summaries(cur, run)
+            elif kind == "forget":
+                self._forget(cur, run)
 
     def _summaries(self, cur, run: list[Item]) -> None:
         # Summaries arrive on the memory topic, in the user's order; none after an erasure of theirs.
@@ -108,12 +125,15 @@ class SessionWindowsProjector(_PostgresProjector):
              for i in run for d in (i.event.data,)])
 
     def _turns(self, cur, run: list[Item]) -> None:
-        # 1. Each turn once, unless its user was erased (before or after it was said: see the module).
+        # 1. Each turn once, unless its user was erased (before or after it was said: see the module)
+        #    or its session was cleared after it was said.
         cur.executemany(self.q(
             "INSERT INTO {s}.session_messages (event_id, user_id, session, task_id, role, content, sent_at, log_offset) "
             "SELECT %(id)s, %(user)s, %(session)s, %(task)s, %(role)s, %(content)s, %(time)s, %(offset)s "
             "WHERE NOT EXISTS (SELECT 1 FROM {s}.session_window_erasures e "
-            "WHERE e.user_id = %(user)s) ON CONFLICT (event_id) DO NOTHING"),
+            "WHERE e.user_id = %(user)s) AND NOT EXISTS (SELECT 1 FROM {s}.session_forgets f "
+            "WHERE f.user_id = %(user)s AND f.session = %(session)s AND f.forgotten_at >= %(time)s) "
+            "ON CONFLICT (event_id) DO NOTHING"),
             [{"id": i.event.id, "user": i.event.user, "session": d.session, "task": d.task, "role": d.role,
               "content": d.content, "time": i.event.time, "offset": i.offset} for i in run for d in (i.event.data,)])
         # 2. Trim each touched session to its newest messages (after the whole run: same result).
@@ -124,6 +144,19 @@ class SessionWindowsProjector(_PostgresProjector):
             "WHERE (user_id, session) IN (SELECT * FROM unnest(%s::text[], %s::text[]))) old "
             "WHERE m.event_id = old.event_id AND old.rn > %s"),
             ([u for u, _ in pairs], [s for _, s in pairs], self.window))
+
+    def _forget(self, cur, run: list[Item]) -> None:
+        for i in run:
+            user, session, at = i.event.user, i.event.data.session, i.event.time
+            # 1. The tombstone: a turn of the session said by then, applied later (replay reads the
+            #    turns topic whenever), is refused by _turns. Re-applying the event changes nothing.
+            cur.execute(self.q("INSERT INTO {s}.session_forgets (event_id, user_id, session, forgotten_at) "
+                               "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"), (i.event.id, user, session, at))
+            # 2. What the window holds of it by then, and its summary (cumulative: it holds them too).
+            cur.execute(self.q("DELETE FROM {s}.session_messages WHERE user_id = %s AND session = %s AND sent_at <= %s"),
+                        (user, session, at))
+            cur.execute(self.q("DELETE FROM {s}.session_summaries WHERE user_id = %s AND session = %s"),
+                        (user, session))
 
     def _erase(self, cur, run: list[Item]) -> None:
         for i in run:

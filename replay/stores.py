@@ -47,7 +47,7 @@ OWNED_TABLES: dict[str, tuple[str, ...]] = {
     "kv-preferences": ("preferences", "preference_history", "preference_erasures"),
     "pgvector-items": ("memory_items", "memory_links", "memory_item_erasures"),
     "task-buffers": ("task_buffer_tasks", "task_buffer_steps", "task_buffer_erasures"),
-    "session-windows": ("session_messages", "session_window_erasures", "session_summaries"),
+    "session-windows": ("session_messages", "session_window_erasures", "session_summaries", "session_forgets"),
     "audit-index": ("audit_events",),
     "pg-relations": ("entities", "relations", "relation_erasures"),
 }

@@ -42,7 +42,7 @@ _E = TypeVar("_E", bound=EventData)   # make_envelope(MemoryCreated(...)) is an 
 # Events that make consumers delete or age state rather than add to it. Each must prove it was
 # written by memstream (an HMAC with the key store's system control key): anyone who can produce
 # to Kafka could otherwise erase or forget any user, or move everyone's clock forward.
-CONTROL_TYPES = frozenset({"user.erased", "user.forgotten", "memory.forgotten", "decay.ticked"})
+CONTROL_TYPES = frozenset({"user.erased", "user.forgotten", "memory.forgotten", "session.forgotten", "decay.ticked"})
 
 
 class KeyRing(Protocol):

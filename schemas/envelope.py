@@ -59,7 +59,8 @@ class WireEnvelope(BaseModel):
     data: dict[str, Any] = Field(description="Clear fields of the event type's schema.")
     sealed: Sealed | None = Field(None, description="Personal fields, sealed; absent when the type has none.")
     auth: ControlAuth | None = Field(None, description=(
-        "Proof of origin of a control event (user.erased, user.forgotten, memory.forgotten, decay.ticked): "
+        "Proof of origin of a control event (user.erased, user.forgotten, memory.forgotten, session.forgotten, "
+        "decay.ticked): "
         "an HMAC with a system key of the key store. Required on those types, absent on the others."))
 
 

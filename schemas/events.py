@@ -403,6 +403,18 @@ class UserForgotten(EventData):
     reason: str = ""
 
 
+class SessionForgotten(EventData):
+    TYPE = "session.forgotten"
+    VERSION = 1
+    DESCRIPTION = ("A conversation session was cleared on request (e.g. a LangChain history's clear()): the session "
+                   "window drops the session's messages said at or before this event's time, and its summary. The "
+                   "memories learned from the session go in a memory.forgotten published just before. Its turns "
+                   "stay in the log; a later turn of the same session starts it afresh.")
+    session: SessionId
+    requested_by: str = "operator"
+    reason: str = ""
+
+
 class SessionSummarized(EventData):
     TYPE = "session.summarized"
     VERSION = 1
@@ -517,7 +529,7 @@ ALL_EVENTS: tuple[type[EventData], ...] = (
     TurnRecordedV1, TurnRecorded, MemoryStated, TaskStarted, StepObserved, TaskFinished,
     FactExtracted, MemoryCreated, MemoryReinforced, MemoryLinked, MemorySuperseded, PreferenceSet, UserErased,
     DecayTicked, MemoryDecayed, MemoryMerged, MemoryDeduped, MemoryExpired, MemorySummarized, MemoryRecalled,
-    MemoryForgotten, UserForgotten, SessionSummarized, MemoryRevived, RulesAdopted,
+    MemoryForgotten, UserForgotten, SessionForgotten, SessionSummarized, MemoryRevived, RulesAdopted,
     RelationsExtracted, EntityObserved, RelationAsserted, RelationEnded,
 )
 REGISTRY: dict[tuple[str, int], type[EventData]] = {(c.TYPE, c.VERSION): c for c in ALL_EVENTS}

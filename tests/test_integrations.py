@@ -8,6 +8,7 @@ scope checks are the HTTP API's. Skipped only when the extras are not installed 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -259,11 +260,69 @@ def test_langchain_runnable_keeps_history_in_memstream(api_url, settings):
     token = histories._positions[(user, "chat-1")]
     assert [h["content"] for h in api.recall(user, "where does the user live?", k=3, after=token, wait_s=60)] \
         == ["User lives in Lisbon"]
-    # a session in an append-only log cannot be emptied: said so, nothing is pretended
-    with pytest.raises(NotImplementedError, match="new session id"):
-        history.clear()
     # the history is the key's tenant's: another tenant's key sees an empty session
     stranger = MemstreamChatMessageHistory(api_url, user, "chat-1", api_key=make_key(settings, "globex", RW))
     assert stranger.messages == []
+    stranger.clear()     # and clearing it there clears the other tenant's session, not this one
+    assert len(history.messages) == 4
+    histories.close()
+    api.close()
+
+
+def test_langchain_history_clear_forgets_the_session(api_url, settings):
+    """clear() forgets one session (session.forgotten, DELETE /v1/users/{user}/sessions/{session}): its
+    window is empty and the memories learned in it are gone, another session of the same user and
+    its memories stay, a message added afterwards starts the session afresh, and the session
+    windows and memories replay to exactly what the live projectors hold."""
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from memstream.integrations.langchain_history import MemstreamHistories
+    from replay.verify import verify
+
+    key = make_key(settings, "acme", RW, name="langchain-clear")
+    user = unique_user("lc-clear")
+    histories = MemstreamHistories(api_url, user, api_key=key, wait_s=60)
+    api = MemoryApi(api_url, api_key=key)
+    cleared, kept = histories("trip"), histories("hobbies")
+    cleared.add_messages([HumanMessage("I live in Lisbon"), AIMessage("Lisbon is lovely.")])
+    kept.add_messages([HumanMessage("I like kayaking"), AIMessage("Kayaking is fun.")])
+
+    def memories(token: str) -> dict[str, str]:
+        page = api.client.get_all(user, status="all", after=token, wait_s=60)
+        return {m.content: m.session for m in page.memories}
+
+    def learnt() -> dict[str, str]:
+        token = histories._positions[(user, "hobbies")]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            got = memories(token)
+            if {"User lives in Lisbon", "User likes kayaking"} <= got.keys():
+                return got
+            time.sleep(0.5)
+        raise AssertionError(f"the pipeline did not learn both memories: {got}")
+    assert learnt()["User lives in Lisbon"] == "trip"
+
+    cleared.clear()
+    assert cleared.messages == []       # read after the clear's position (the history keeps it)
+    assert [(m.type, m.content) for m in kept.messages] == [("human", "I like kayaking"), ("ai", "Kayaking is fun.")]
+    after = memories(histories._positions[(user, "trip")])
+    assert "User lives in Lisbon" not in after and after["User likes kayaking"] == "hobbies", after
+    assert "User lives in Lisbon" not in json.dumps(api.profile(user))
+
+    cleared.add_messages([HumanMessage("Hello again")])    # the session starts afresh
+    assert [m.content for m in cleared.messages] == ["Hello again"]
+    # the API answers what it forgot, and refuses a reader and a bad session id with a 4xx
+    reader = MemoryApi(api_url, api_key=make_key(settings, "acme", ("memory:read",), name="lc-reader"))
+    with pytest.raises(AccessDenied, match="memory:write"):
+        reader.forget_session(user, "hobbies")
+    with pytest.raises(InvalidInput):
+        api.forget_session(user, "bad\x00session")
+    resp = httpx.delete(f"{api_url}/v1/users/{user}/sessions/%00x", headers={"Authorization": f"Bearer {key}"})
+    assert resp.status_code == 422, resp.text
+
+    report = verify(settings, ["session-windows", "pgvector-items"], progress=False)
+    assert report.ok, report.as_dict()
+    reader.close()
     histories.close()
     api.close()

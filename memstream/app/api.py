@@ -961,6 +961,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                reason: Annotated[str, Query(max_length=500, pattern=CONTENT_PATTERN)] = "") -> dict:
         return (await forget.user(backend(), p, user, requested_by=f"api:{p.key_id}", reason=reason)).as_dict()
 
+    @app.delete("/v1/users/{user}/sessions/{session}", response_model=ForgottenOut, status_code=202,
+                summary="Clear a conversation session: its messages, its summary and the memories learned in it",
+                description="Publishes memory.forgotten for every memory whose source session is this one (any "
+                            "status; `memory_ids` names them), then session.forgotten: the session window drops "
+                            "what was said in it so far. 202 with the position of session.forgotten: pass its "
+                            "token as `after` to read the empty window. New turns of the session start it afresh.",
+                responses=_responses(422, 503))
+    async def forget_session_route(user: UserParam, session: Annotated[SessionId, Path()], p: Writer,
+                                   reason: Annotated[str, Query(max_length=500, pattern=CONTENT_PATTERN)] = "") -> dict:
+        return await forget.session(backend(), p, user, session, requested_by=f"api:{p.key_id}", reason=reason)
+
     @app.delete("/v1/users/{user}", response_model=Position, status_code=202,
                 summary="Erase a user: crypto-shred their content everywhere, refuse their later events",
                 description="The key is deleted and the erasure published before the answer; the storage scrub "

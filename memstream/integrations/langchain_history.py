@@ -10,9 +10,10 @@ add_messages  one turn per message (human → user, ai → assistant, system, to
 messages      the session window (GET /v1/users/{user}/sessions/{session}), oldest first. The window
               is bounded (the projector keeps MaxTurns × 2 messages); with include_summary=True the
               rolling summary of what fell out of it comes first, as a SystemMessage.
-clear         NotImplementedError: the log is append-only, so a session cannot be emptied. Start a new
-              session id instead; to remove what memory learned, an operator runs `memstream forget`
-              or `memstream erase` (admin commands).
+clear         forgets the session (DELETE /v1/users/{user}/sessions/{session}, scope memory:write): its
+              messages and summary leave the window and the memories learned in it are deleted, both
+              recorded as events (the log itself stays append-only). The next `messages` reads after
+              it; a message added later starts the session afresh.
 
 Read-your-writes: reads pass the position of the session's last write as `after`, so a message just
 added is in `messages` (the server waits up to `wait_s`, then 503 → memstream.errors.Timeout).
@@ -89,8 +90,9 @@ class MemstreamChatMessageHistory(BaseChatMessageHistory):
                 self._positions[(self.user, self.session)] = pos["token"]
 
     def clear(self) -> None:
-        raise NotImplementedError("memstream's log is append-only: a session cannot be emptied. Use a new session "
-                                  "id; forgetting what memory learned is `memstream forget` / `memstream erase` (admin)")
+        """Forget this session: its window and the memories learned in it (session.forgotten)."""
+        pos = self._api.forget_session(self.user, self.session, reason="langchain history clear()")
+        self._positions[(self.user, self.session)] = pos["token"]   # the next read waits for the clear
 
 
 class MemstreamHistories:

@@ -17,7 +17,7 @@ would otherwise be written once per entry point:
   profile.py         profile and preference table (and as of a past time)
   memories.py        list and browse a user's memories and preferences; the tenant's users; the graph
   short_term.py      a task's steps, a session's window
-  forget.py          forget a memory or a user (memory.forgotten, user.forgotten)
+  forget.py          forget a memory, a session or a user (memory.forgotten, session.forgotten, user.forgotten)
   erase.py           erase a user (crypto-shredding)
   audit.py           a memory's whole life, a user's timeline
   operator_view.py   dead letters and projector positions

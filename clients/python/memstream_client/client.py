@@ -185,6 +185,11 @@ class _Base:
             path += f"/{r.seg(memory_id, 'memory id')}"
         return Req("DELETE", path, params=r.drop_none({"reason": reason or None}))
 
+    @staticmethod
+    def _delete_session(user: str, session: str, reason: str | None) -> Req:
+        return Req("DELETE", f"/v1/users/{r.seg(user, 'user')}/sessions/{r.seg(session, 'session')}",
+                   params=r.drop_none({"reason": reason or None}))
+
     def _context(self, user: str, query: str, session: str | None, task: str | None, budget: int | None,
                  slot_budgets: Mapping[SlotName, int] | None, k: int | None, after: After,
                  wait_s: float | None) -> Req:
@@ -383,6 +388,12 @@ class MemstreamClient(_Base):
     def delete_all(self, user: str, *, reason: str | None = None) -> Position:
         """Delete all of a user's memories (their sessions and task buffers stay; see `erase`)."""
         return Position.model_validate(self._send(self._delete(user, None, reason)))
+
+    def delete_session(self, user: str, session: str, *, reason: str | None = None) -> Forgotten:
+        """Clear one conversation session: its messages and summary leave the session window, and
+        the memories learned in it (`memory_ids`) are deleted. Pass the answer's token as `after`
+        to `session` to read the empty window; new turns of the session start it afresh."""
+        return Forgotten.model_validate(self._send(self._delete_session(user, session, reason)))
 
     # -- reading for the next model call ---------------------------------------------------------
     def context(self, user: str, query: str, *, session: str | None = None, task: str | None = None,
@@ -609,6 +620,11 @@ class AsyncMemstreamClient(_Base):
     async def delete_all(self, user: str, *, reason: str | None = None) -> Position:
         """Delete all of a user's memories."""
         return Position.model_validate(await self._send(self._delete(user, None, reason)))
+
+    async def delete_session(self, user: str, session: str, *, reason: str | None = None) -> Forgotten:
+        """Clear one conversation session and forget the memories learned in it; see
+        MemstreamClient.delete_session."""
+        return Forgotten.model_validate(await self._send(self._delete_session(user, session, reason)))
 
     async def context(self, user: str, query: str, *, session: str | None = None, task: str | None = None,
                       budget: int | None = None, slot_budgets: Mapping[SlotName, int] | None = None,

@@ -9,7 +9,8 @@
  */
 import { errorFor, InvalidInput, MemstreamError, RequestTimeout, Unavailable } from "./errors.js";
 import type {
-  AddOptions, AddResult, Context, ContextOptions, DeleteAllOptions, DeleteOptions, FilterOptions, Forgotten,
+  AddOptions, AddResult, Context, ContextOptions, DeleteAllOptions, DeleteOptions, DeleteSessionOptions,
+  FilterOptions, Forgotten,
   GetAllOptions, JsonBody, ListOptions, Memory, MemoryHistory, MemoryPage, Message, Method, Path, Position,
   Positions, Preferences, Profile, ProfileOptions, QueryOf, ReadOptions, RecallHit, SearchOptions, SessionWindow,
   Step, Success, TaskFinish, TaskStart, TaskSteps, TaskStepsOptions, Turn, UpdateFields, UpdateResult,
@@ -159,6 +160,15 @@ export class MemoryClient {
   /** Delete all of a user's memories (DELETE /v1/users/{user}/memories); new turns build new memory. */
   deleteAll(user: string, options: DeleteAllOptions = {}): Promise<Position> {
     return this.call("delete", "/v1/users/{user}/memories", { path: { user }, query: options });
+  }
+
+  /**
+   * Clear one conversation session (DELETE /v1/users/{user}/sessions/{session}): its messages and
+   * summary leave the session window and the memories learned in it (`memory_ids`) are deleted.
+   * Pass the answer's token as `after` to `session` to read the empty window.
+   */
+  deleteSession(user: string, session: string, options: DeleteSessionOptions = {}): Promise<Forgotten> {
+    return this.call("delete", "/v1/users/{user}/sessions/{session}", { path: { user, session }, query: options });
   }
 
   // -- reads -------------------------------------------------------------------------------------

@@ -443,7 +443,11 @@ export interface paths {
         get: operations["session_route_v1_users__user__sessions__session__get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Clear a conversation session: its messages, its summary and the memories learned in it
+         * @description Publishes memory.forgotten for every memory whose source session is this one (any status; `memory_ids` names them), then session.forgotten: the session window drops what was said in it so far. 202 with the position of session.forgotten: pass its token as `after` to read the empty window. New turns of the session start it afresh.
+         */
+        delete: operations["forget_session_route_v1_users__user__sessions__session__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3562,6 +3566,77 @@ export interface operations {
             };
             /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    forget_session_route_v1_users__user__sessions__session__delete: {
+        parameters: {
+            query?: {
+                reason?: string;
+            };
+            header?: never;
+            path: {
+                session: string;
+                /** @description The user every result is scoped to (1-200 printable characters). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForgottenOut"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The API key lacks a scope this needs (named) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not found, or not reachable with this API key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input: `problems` names each field */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

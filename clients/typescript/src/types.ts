@@ -81,6 +81,7 @@ export type ContextOptions = Omit<JsonBody<"/v1/context", "post">, "user" | "que
 export type ProfileOptions = QueryOf<"/v1/users/{user}/profile", "get">;
 export type DeleteOptions = QueryOf<"/v1/users/{user}/memories/{memory_id}", "delete">;
 export type DeleteAllOptions = QueryOf<"/v1/users/{user}/memories", "delete">;
+export type DeleteSessionOptions = QueryOf<"/v1/users/{user}/sessions/{session}", "delete">;
 export type TaskStepsOptions = QueryOf<"/v1/users/{user}/tasks/{task}/steps", "get">;
 export type TaskStart = JsonBody<"/v1/tasks/start", "post">;
 export type TaskFinish = JsonBody<"/v1/tasks/finish", "post">;
