@@ -4,8 +4,8 @@ which memories it concerns. Never any content: only what travels in the clear.
 Erased events (sealed part unreadable) are indexed too; their `memory_ids` are empty because the
 codec drops an erased event's data, clear fields included.
 
-On `user.erased` the user's rows go and the erasure record itself is written, so only the fact
-that the deletion happened remains (earlier erasure records stay: each is such a fact). Topics
+On `user.erased` the user's rows up to its time go and the erasure record itself is written, so
+only the fact that the deletion happened remains (earlier erasure records stay: each is such a fact). Topics
 interleave arbitrarily (above all on replay), so the erasure records double as tombstones: an
 event of the user no newer than one of their erasures is never indexed afterwards.
 
@@ -77,12 +77,15 @@ class AuditIndexProjector(_PostgresProjector):
         for kind, run in runs_by_kind(items, _kind):
             if kind == "erase":
                 for item in run:
-                    # 1. The user's rows go, unless this erasure was already applied (a duplicate
-                    #    must not delete what was indexed since) …
+                    # 1. The user's rows up to the erasure's time go, unless this erasure was
+                    #    already applied (a duplicate must not delete what was indexed since).
+                    #    Bounded by time like the tombstone check in _insert: an event dated after
+                    #    the erasure (sealed with a key still cached somewhere) is indexed whether
+                    #    its topic is read before or after the erasure's, so live and replay agree.
                     cur.execute(self.q(
                         "DELETE FROM {s}.audit_events WHERE user_id = %s AND type <> 'user.erased' "
-                        "AND NOT EXISTS (SELECT 1 FROM {s}.audit_events WHERE event_id = %s)"),
-                        (item.event.user, item.event.id))
+                        "AND event_time <= %s AND NOT EXISTS (SELECT 1 FROM {s}.audit_events WHERE event_id = %s)"),
+                        (item.event.user, item.event.time, item.event.id))
                     # 2. … then the erasure record itself, which is also the tombstone.
                     self._insert(cur, [item])
             elif kind == "forget":
