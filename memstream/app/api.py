@@ -365,7 +365,9 @@ class MemoryHistoryOut(BaseModel):
 
 # -- relational memory (#26): entities and relations (memstream/services/relations.py) -------------
 
-EntityRef = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ID_PATTERN}),
+# An id's characters, and at least one that is not blank: a reference of spaces names nothing (a 422).
+ENTITY_REF_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+EntityRef = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ENTITY_REF_PATTERN}),
                       AfterValidator(lambda v: check_id(v, "entity"))]
 EntityRefDoc = ("An entity id, `self` (the user), a name or alias (case-insensitive), or `role:<word>` "
                 "(whom the user's relation of that word points to, e.g. `role:sister`).")
