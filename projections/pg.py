@@ -8,7 +8,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from memstream.config import Settings
+from memstream.config import Settings, pg_role_name
+from memstream.privacy import tenant_barrier
 from memstream.resilience import StalePosition
 from projections.relations_schema import DDL as RELATIONS_DDL
 
@@ -127,9 +128,45 @@ def ensure_ddl(settings: Settings, ddl: str, probe: Callable[[psycopg.Connection
         try:
             before = probe(conn) if probe else None
             conn.execute(sql.SQL(ddl).format(s=schema(settings), **{k: sql.Literal(v) for k, v in literals.items()}))
+            ensure_tenant_barrier(conn, settings)
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
     return before
+
+
+# Versioned: a changed policy gets a new name, and ensure_tenant_barrier replaces the older ones
+BARRIER_POLICY = "tenant_barrier_v2"
+WRITERS_POLICY = "projector_writes"
+
+
+def ensure_tenant_barrier(conn: psycopg.Connection, settings: Settings) -> list[str]:
+    """Row-level security on every table of the namespace that holds a `user_id` and has none yet
+    (memstream/privacy/tenant_barrier.py): the API role sees the rows of the tenant its session is
+    bound to, the projectors' role reads and writes every row, the owner bypasses it. Run by the
+    owner under the DDL lock, after each read model's DDL, so a table added later gets it too.
+    Returns the tables it changed."""
+    todo = [r[0] for r in conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'user_id' AND NOT a.attisdropped "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT EXISTS "
+        "(SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = %s) ORDER BY c.relname",
+        (settings.namespace, BARRIER_POLICY)).fetchall()]
+    api, projector = sql.Identifier(pg_role_name(settings, "api")), sql.Identifier(pg_role_name(settings, "projector"))
+    for table in todo:
+        t = sql.Identifier(settings.namespace, table)
+        # 1. the writers' policy first: the projectors never meet the table with RLS on and no policy
+        conn.execute(sql.SQL("DROP POLICY IF EXISTS {w} ON {t}").format(w=sql.Identifier(WRITERS_POLICY), t=t))
+        conn.execute(sql.SQL("CREATE POLICY {w} ON {t} TO {r} USING (true) WITH CHECK (true)").format(
+            w=sql.Identifier(WRITERS_POLICY), t=t, r=projector))
+        # 2. the readers' barrier, in place of an older version of it
+        for (old,) in conn.execute("SELECT polname FROM pg_policy WHERE polrelid = %s::regclass AND polname LIKE "
+                                   "'tenant\\_barrier%%'", (t.as_string(conn),)).fetchall():
+            conn.execute(sql.SQL("DROP POLICY {o} ON {t}").format(o=sql.Identifier(old), t=t))
+        conn.execute(sql.SQL("CREATE POLICY {b} ON {t} FOR SELECT TO {r} USING ({using})").format(
+            b=sql.Identifier(BARRIER_POLICY), t=t, r=api, using=sql.SQL(tenant_barrier.POLICY_USING)))
+        # 3. then on: a role without a policy (none should exist) sees nothing
+        conn.execute(sql.SQL("ALTER TABLE {t} ENABLE ROW LEVEL SECURITY").format(t=t))
+    return todo
 
 
 REBUILD_ITEMS = "memstream replay rebuild --projection pgvector-items"

@@ -6,11 +6,13 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from memstream.config import Settings
+from memstream.privacy import tenant_barrier
 from projections import pg
 
 
 def _read(settings: Settings, query: str, params: tuple) -> list[dict]:
     with pg.connect(settings, autocommit=True, role="api") as conn, conn.cursor(row_factory=dict_row) as cur:
+        tenant_barrier.apply(conn)
         try:
             cur.execute(sql.SQL(query).format(s=pg.schema(settings)), params)
         except psycopg.errors.UndefinedTable:

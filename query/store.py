@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from functools import cached_property
 
 from pgvector.psycopg import register_vector
@@ -10,6 +11,7 @@ from psycopg_pool import ConnectionPool
 
 from memstream import neo4j_auth
 from memstream.config import Settings
+from memstream.privacy import tenant_barrier
 
 
 def _configure(conn) -> None:
@@ -23,11 +25,22 @@ def _configure(conn) -> None:
     conn.execute("SET plan_cache_mode = force_custom_plan")
 
 
+class _TenantBoundPool(ConnectionPool):
+    """A pool whose every connection, when taken, is set to the tenant the current request is bound
+    to (memstream/privacy/tenant_barrier.py): one round trip per checkout."""
+
+    @contextmanager
+    def connection(self, timeout: float | None = None):
+        with super().connection(timeout) as conn:
+            tenant_barrier.apply(conn)
+            yield conn
+
+
 class ReadModels:
     def __init__(self, settings: Settings, pool_size: int = 8):
         self.settings = settings
         self.schema = sql.Identifier(settings.namespace)
-        self.pool = ConnectionPool(settings.pg_dsn(role="api"), min_size=1, max_size=pool_size, open=True,
+        self.pool = _TenantBoundPool(settings.pg_dsn(role="api"), min_size=1, max_size=pool_size, open=True,
                                    configure=_configure, kwargs={"autocommit": True})
         self.graph = neo4j_auth.driver(settings)
         self._embed_lock = threading.Lock()

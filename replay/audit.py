@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 
 from memstream.config import Settings
 from memstream.errors import InvalidEvent, MemstreamError
+from memstream.privacy import tenant_barrier
 from replay import stores
 from replay.fetch import fetch
 from schemas.codec import decode
@@ -37,6 +38,7 @@ def _rows(settings: Settings, where: str, params: tuple, limit: int | None = Non
     # As the query side's role (SELECT on the read models only), not the owner: the audit routes
     # serve requests, and a serving path holds no more privilege than reading needs (#28).
     with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
+        tenant_barrier.apply(conn)
         if not stores.table_exists(conn, settings.namespace, "audit_events"):
             return []
         cur.execute(sql.SQL("SELECT " + COLUMNS + " FROM {}.audit_events WHERE " + where

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from memstream.errors import MissingScope, NotAuthenticated
+from memstream.privacy import tenant_barrier
 from memstream.privacy.tenants import DEFAULT_TENANT, SCOPES, NotYours, Principal
 
 NO_KEY = "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`"
@@ -50,6 +51,8 @@ async def authenticate(backend, token: str | None, *scopes: str) -> Principal:
     if p is None:
         raise NotAuthenticated(UNKNOWN_KEY)
     require(p, *scopes)
+    # the request's reads from here on see only this tenant's rows, whatever a query's WHERE says
+    tenant_barrier.bind(p.tenant)
     return p
 
 
