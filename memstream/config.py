@@ -315,7 +315,7 @@ class Settings(_Settings):
     max_future_skew_s: float = Field(300.0, ge=0, group="api", description="An event time (`at`) given by a caller may lie at most this many seconds in the future (422 beyond); past times (back-fill) are allowed. A user's clock is their newest event time: a clock moved forward would make consolidation expire their memories.")
     max_wait_s: float = Field(30.0, gt=0, le=600, group="api", description="Largest `wait_s` a query may ask for (422 beyond): how long it waits for its `after` position to be applied before answering 503.")
     max_waits_per_tenant: int = Field(32, ge=1, le=100_000, group="api", description="Reads with an `after` position that one tenant may have waiting at once in one API or MCP process; one more is answered 429 with Retry-After (a tenant's hanging waits must not slow the others' reads).")
-    max_as_of_replays: int = Field(2, ge=1, le=64, group="api", description="As-of reads of recall, profile, preferences and memories (each replays the user's history into a throw-away schema) that one API or MCP process runs at once; one more is answered 429 with Retry-After.")
+    max_as_of_replays: int = Field(2, ge=1, le=64, group="api", description="As-of reads of recall, profile and memories (each replays the user's history into a throw-away schema) that one API or MCP process runs at once; one more is answered 429 with Retry-After.")
     max_body_bytes: int = Field(262_144, ge=1024, group="api", description="Largest HTTP request body the API reads (413 beyond, whether or not it declares a Content-Length).")
 
     # -- rules -------------------------------------------------------------------------------------

@@ -26,6 +26,18 @@ def preferences(settings: Settings, user: str) -> list[dict]:
     return [{**r, "updated_at": r["updated_at"].isoformat()} for r in rows]
 
 
+def preferences_as_of(settings: Settings, user: str, at) -> list[dict]:
+    """The preference table as it stood at `at` (event time), from its history: per key the highest
+    version set at or before then. What a replay of the user's events up to `at` through the
+    preferences projector holds (replay/timetravel.py; tests/test_time_travel.py compares the two),
+    in one indexed read: versions only rise, forgetting and erasure delete history rows as they
+    delete the audit rows that replay reads."""
+    rows = _read(settings, "SELECT DISTINCT ON (key) key, value, version, event_id, memory_id, set_at AS updated_at "
+                           "FROM {s}.preference_history WHERE user_id = %s AND set_at <= %s "
+                           "ORDER BY key, version DESC", (user, at))
+    return [{**r, "updated_at": r["updated_at"].isoformat()} for r in rows]
+
+
 def memories(settings: Settings, user: str, limit: int = 100) -> list[dict]:
     rows = _read(settings, "SELECT memory_id, content, category, key, value, tags, importance, status, superseded_by, access_count, created_at "
                            "FROM {s}.memory_items WHERE user_id = %s ORDER BY created_at, memory_id LIMIT %s", (user, limit))

@@ -12,6 +12,7 @@ import pytest
 from memstream.erasure import erase_user
 from memstream.app.workers import worker_command
 from projections.queries import audit_events, preferences
+from projections import queries
 from query.recall import RecallRequest, recall
 from query.store import ReadModels
 from replay.timetravel import memories_as_of, preferences_as_of, profile_as_of, recall_as_of
@@ -59,6 +60,16 @@ def test_preferences_and_profile_as_of(settings, moved):
     mems = memories_as_of(settings, moved, T2)
     assert {m["content"]: m["status"] for m in mems} == {"User lives in Paris": "outdated", "User lives in Berlin": "active"}
     assert shadows_left(settings) == []
+
+
+def test_preferences_as_of_from_history_equal_the_replayed_ones(settings, moved):
+    """The services read preferences as of a time from the history table (no replay): at every
+    boundary it answers what a replay of the log up to then answers."""
+    for at in (T1 - timedelta(seconds=1), T1, BETWEEN, T2 - timedelta(microseconds=1), T2, T2 + timedelta(days=1)):
+        fast = queries.preferences_as_of(settings, moved, at)
+        assert fast == preferences_as_of(settings, moved, at), at
+    assert [(p["key"], p["value"], p["version"]) for p in queries.preferences_as_of(settings, moved, BETWEEN)] == [
+        ("location", "Paris", 1)]
 
 
 def test_recall_as_of_answers_from_the_past_and_publishes_nothing(settings, moved):

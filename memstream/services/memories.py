@@ -41,9 +41,8 @@ async def listed(backend, caller: Caller, user: str, limit: int = 100, as_of: da
 async def preference_rows(backend, caller: Caller, user: str, as_of: datetime | None = None) -> list[dict]:
     """The key-value preference table, one row per key (with its version and the memory behind it)."""
     internal = caller.internal(user)
-    if as_of is not None:
-        from replay.timetravel import preferences_as_of
-        return await replayed(backend.settings, preferences_as_of, backend.settings, internal, as_of)
+    if as_of is not None:   # from the preference history: one indexed read, no replay (issue 26)
+        return await asyncio.to_thread(queries.preferences_as_of, backend.settings, internal, as_of)
     return await asyncio.to_thread(queries.preferences, backend.settings, internal)
 
 
