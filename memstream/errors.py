@@ -53,6 +53,15 @@ class TooManyAsOf(TooManyWaits):
     (HTTP 429)."""
 
 
+class RateLimited(TooManyWaits):
+    """A key, its tenant or a client of unknown keys is over its request rate
+    (MEMSTREAM_RATE_LIMIT_*; services/rate_limits.py): retry after `retry_after_s` (HTTP 429)."""
+
+    def __init__(self, message: str, retry_after_s: int = 1):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class InvalidInput(MemstreamError, ValueError):
     """A caller's input breaks the input contract (schemas/limits.py): the message names the field
     and the limit. Also a ValueError, so a pydantic validator raising it yields a validation error."""

@@ -44,6 +44,8 @@ PROJECTOR_BATCH = Histogram("memstream_projector_batch_seconds", "One projector 
 PROJECTOR_BATCH_EVENTS = Counter("memstream_projector_applied_events", "Events a projector applied.", ["projector"])
 QUERY_SECONDS = Histogram("memstream_query_seconds", "Query latency (recall, context), from the query layer.",
                           ["query"], buckets=(.005, .01, .02, .03, .05, .075, .1, .15, .25, .5, 1, 2.5, 5))
+RATE_LIMITED = Counter("memstream_rate_limited", "Requests refused with a 429 by a rate limit (services/rate_limits.py): "
+                       "key, tenant or lookup (unknown keys per client).", ["limit"])
 LLM_CALLS = Counter("memstream_llm_calls", "LLM call attempts by purpose and outcome "
                     "(ok, timeout, error, invalid_output).", ["what", "outcome"])
 EMBED_CALLS = Counter("memstream_embedder_calls", "Embedder calls by kind (passage, query) and outcome (ok, error).",

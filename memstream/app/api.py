@@ -584,15 +584,17 @@ class BodyLimit:
 def _responses(*codes: int) -> dict:
     """Every route also answers 401 (no or unknown key), 403 (a scope missing) and 404 (a user or
     memory outside the key's reach: another tenant's, or not the key's bound user)."""
-    # 429 goes with 503 wherever a read waits for `after` (MEMSTREAM_MAX_WAITS_PER_TENANT)
-    codes = tuple(sorted({401, 403, 404, *codes, *((429,) if 503 in codes and 409 in codes else ())}))
+    # 429: every keyed route is rate limited (MEMSTREAM_RATE_LIMIT_*), and reads that wait for
+    # `after` are bounded per tenant (MEMSTREAM_MAX_WAITS_PER_TENANT)
+    codes = tuple(sorted({401, 403, 404, 429, *codes}))
     what = {401: "No API key, or an unknown or revoked one", 403: "The API key lacks a scope this needs (named)",
             404: "Not found, or not reachable with this API key", 410: "The user was erased: nothing can be recorded for them",
             409: "`after` is past the end of the log: no publish returned that position",
             413: "Request body too large (MEMSTREAM_MAX_BODY_BYTES)",
             422: "Invalid input: `problems` names each field",
-            429: "This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after "
-                 "Retry-After", 503: "Not applied yet within wait_s, "
+            429: "Too many requests: this key, its tenant or this client of unknown keys is over its rate "
+                 "(MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting "
+                 "for `after`: retry after Retry-After", 503: "Not applied yet within wait_s, "
             "or a backing service is unavailable: retry later"}
     return {c: {"model": ErrorOut, "description": what[c]} for c in codes}
 
@@ -672,7 +674,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(TooManyWaits)
     async def too_many_waits(request: Request, exc: TooManyWaits):
-        return JSONResponse(status_code=429, headers={"Retry-After": "1"}, content={"error": str(exc)})
+        return JSONResponse(status_code=429, headers={"Retry-After": str(getattr(exc, "retry_after_s", 1))},
+                            content={"error": str(exc)})
 
     @app.exception_handler(Timeout)
     async def not_yet(request: Request, exc: Timeout):
@@ -721,9 +724,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def scoped(*scopes: str):
         """A dependency: the verified key (Principal) when it holds every one of `scopes`."""
-        async def principal(b: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
+        async def principal(request: Request,
+                            b: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
                             h: Annotated[str | None, Security(header)] = None) -> Principal:
-            return await authenticate(backend(), (b.credentials if b is not None else None) or h, *scopes)
+            return await authenticate(backend(), (b.credentials if b is not None else None) or h, *scopes,
+                                      client=request.client.host if request.client else None)
         return principal
 
     needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read", "admin")}

@@ -32,7 +32,7 @@ from pydantic import AfterValidator, Field
 
 from memstream.config import Settings
 from memstream.errors import (ConfigError, InvalidEvent, InvalidInput, MemstreamError, MissingScope, NotAuthenticated,
-                              Timeout, UserErased)
+                              RateLimited, Timeout, UserErased)
 from memstream.privacy.tenants import NotYours, Principal, local_api_key
 from memstream.services import audit, context, forget, memories, profile as profiles, recall as recalls
 from memstream.services import relations as relational
@@ -106,11 +106,13 @@ def key_from_headers(headers) -> str | None:
     return (headers.get("x-api-key") or "").strip() or None
 
 
-async def verify(backend: Backend, token: str | None, *scopes: str) -> Principal:
+async def verify(backend: Backend, token: str | None, *scopes: str, client: str | None = None,
+                 limit: bool = True) -> Principal:
     """The key's principal when it holds `scopes` (services/access.py, the API's check), refusals
-    as the JSON-RPC errors of the trust boundary."""
+    as the JSON-RPC errors of the trust boundary. `limit`: charge the rate limits (over HTTP the
+    key gate already did, once per request)."""
     try:
-        return await authenticate(backend, token, *scopes)
+        return await authenticate(backend, token, *scopes, client=client, limit=limit)
     except NotAuthenticated as exc:
         raise MCPError(UNAUTHORIZED, str(exc)) from None
     except MissingScope as exc:
@@ -237,7 +239,9 @@ def create_server(backend: Backend, transport: Literal["stdio", "http"], stdio_k
                        log_level="WARNING")
 
     async def caller(ctx: Context, *scopes: str) -> Principal:
-        return await verify(backend, stdio_key if transport == "stdio" else key_from_headers(ctx.headers), *scopes)
+        if transport == "stdio":
+            return await verify(backend, stdio_key, *scopes)
+        return await verify(backend, key_from_headers(ctx.headers), *scopes, limit=False)   # KeyGate charged it
 
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -522,11 +526,15 @@ class KeyGate:
         if scope["type"] == "http":
             from starlette.datastructures import Headers
             from starlette.responses import JSONResponse
+            client = scope.get("client")
             try:
-                await verify(self.backend, key_from_headers(Headers(scope=scope)))
+                await verify(self.backend, key_from_headers(Headers(scope=scope)), client=client[0] if client else None)
             except MCPError as exc:
                 return await JSONResponse({"error": exc.error.message}, status_code=401,
                                           headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            except RateLimited as exc:     # services/rate_limits.py: as the API answers it
+                return await JSONResponse({"error": str(exc)}, status_code=429,
+                                          headers={"Retry-After": str(exc.retry_after_s)})(scope, receive, send)
         await self.app(scope, receive, send)
 
 

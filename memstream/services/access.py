@@ -12,6 +12,7 @@ import asyncio
 
 from memstream.errors import MissingScope, NotAuthenticated
 from memstream.privacy import tenant_barrier
+from memstream.services import rate_limits
 from memstream.privacy.tenants import DEFAULT_TENANT, SCOPES, NotYours, Principal
 
 NO_KEY = "no API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`"
@@ -39,18 +40,26 @@ OPERATOR = Operator()
 Caller = Principal | Operator
 
 
-async def authenticate(backend, token: str | None, *scopes: str) -> Principal:
-    """The key's principal when it holds every one of `scopes`. The key cache answers without I/O in
-    the common case; a key it has not seen is verified against the key store in a worker thread."""
+async def authenticate(backend, token: str | None, *scopes: str, client: str | None = None,
+                       limit: bool = True) -> Principal:
+    """The key's principal when it holds every one of `scopes` and is within its rate limits
+    (services/rate_limits.py). The key cache answers without I/O in the common case; a key it has
+    not seen is verified against the key store in a worker thread, within `client`'s (its address)
+    limit of such lookups, so a flood of random keys is refused before it reaches the key store.
+    `limit=False`: this request was charged already (the MCP server's HTTP key gate)."""
     if not token:
         raise NotAuthenticated(NO_KEY)
     keys = backend.keys
+    limits = rate_limits.limits_for(backend.settings)
     known, p = keys.cached(token)
-    if not known:
+    if not known and limit:
+        limits.admit_lookup(client)
         p = await asyncio.to_thread(keys.verify, token)
     if p is None:
         raise NotAuthenticated(UNKNOWN_KEY)
     require(p, *scopes)
+    if limit:
+        limits.admit(p.key_id, p.tenant)
     # the request's reads from here on see only this tenant's rows, whatever a query's WHERE says
     tenant_barrier.bind(p.tenant)
     return p

@@ -1432,6 +1432,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -1500,6 +1509,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1594,7 +1612,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1690,6 +1708,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -1777,7 +1804,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1873,7 +1900,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1969,6 +1996,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -2040,6 +2076,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2134,6 +2179,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -2214,6 +2268,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2308,6 +2371,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -2369,6 +2441,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2460,7 +2541,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2555,7 +2636,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2658,7 +2739,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2730,6 +2811,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2820,7 +2910,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2893,6 +2983,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3000,6 +3099,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Not applied yet within wait_s, or a backing service is unavailable: retry later */
             503: {
                 headers: {
@@ -3083,7 +3191,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3178,7 +3286,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3273,7 +3381,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3372,7 +3480,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3470,7 +3578,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3564,7 +3672,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3637,6 +3745,15 @@ export interface operations {
             };
             /** @description Invalid input: `problems` names each field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3731,7 +3848,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description This tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
+            /** @description Too many requests: this key, its tenant or this client of unknown keys is over its rate (MEMSTREAM_RATE_LIMIT_*), or the tenant already has MEMSTREAM_MAX_WAITS_PER_TENANT reads waiting for `after`: retry after Retry-After */
             429: {
                 headers: {
                     [name: string]: unknown;

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from memstream.errors import InvalidInput, MissingScope, NotAuthenticated
+from memstream.errors import InvalidInput, MissingScope, NotAuthenticated, RateLimited
 from memstream.privacy.tenants import NotYours, Principal
 from memstream.services.access import NO_KEY, authenticate
 
@@ -85,19 +85,28 @@ def same_origin(request: Request) -> bool:
     return own is not None and _origin(claimed) == own
 
 
-async def principal_of(backend, token: str) -> Principal | None:
-    """The key's principal, or None for an unknown or revoked one (the login form's check)."""
+def _client(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+async def principal_of(request: Request, backend, token: str) -> Principal | None:
+    """The key's principal, or None for an unknown or revoked one (the login form's check);
+    Refused(429) when this client is over its rate of unknown keys (services/rate_limits.py)."""
     try:
-        return await authenticate(backend, token)
+        return await authenticate(backend, token, client=_client(request))
     except NotAuthenticated:
         return None
+    except RateLimited as exc:
+        raise Refused(429, str(exc)) from None
 
 
 async def require(request: Request, backend, *scopes: str) -> Principal:
     """The verified key when it holds every one of `scopes` (services/access.py, as for the API);
     Refused(401) sends the browser to the login form, Refused(403) names the missing scope."""
     try:
-        return await authenticate(backend, presented_key(request), *scopes)
+        return await authenticate(backend, presented_key(request), *scopes, client=_client(request))
+    except RateLimited as exc:
+        raise Refused(429, str(exc)) from None
     except NotAuthenticated as exc:
         raise Refused(401, "sign in with an API key" if str(exc) == NO_KEY else str(exc), login=True) from None
     except MissingScope as exc:

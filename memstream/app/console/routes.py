@@ -79,7 +79,7 @@ def router(settings, state: dict) -> APIRouter:
         form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
         key = (form.get("api_key") or [""])[0].strip()
         # a key is printable ASCII (privacy/apikeys.py): anything else (a NUL) is no key, never a query
-        p = await principal_of(backend(), key) if key and len(key) <= 512 and key.isascii() and key.isprintable() else None
+        p = await principal_of(request, backend(), key) if key and len(key) <= 512 and key.isascii() and key.isprintable() else None
         if p is None:
             return page("login", 401, title="sign in", p=None, error="unknown or revoked API key")
         resp = RedirectResponse("/console/", status_code=303, headers=HEADERS)

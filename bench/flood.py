@@ -1,0 +1,139 @@
+"""Another tenant's recall under a flood (issue 28 item 4): the rate limits, the unknown-key path
+and the wait quota together, through a real `memstream api` process.
+
+One tenant (globex) recalls, one request at a time, over users holding 100 memories each; first
+alone, then while another tenant (acme) floods the same API process with
+- `--random-keys` requests carrying random API keys (unknown keys: one key-store lookup each,
+  unless the client's lookup rate refuses them first),
+- `--waits` recalls that wait for a position no worker will ever apply (no pipeline runs in the
+  bench's namespace), each up to 30 s,
+- recalls with its own valid key, as fast as `--flood-threads` threads can send them.
+It prints globex's recall p50/p95 alone and under the flood, their ratio (one run, interleaved in
+time as far as a flood allows), and the flood's answers by status: the flooder should see 429s.
+
+    .venv/bin/python -m bench.flood [--random-keys 10000] [--waits 100] [--flood-threads 8] [--queries 200]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import secrets
+import statistics
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import psycopg
+from psycopg import sql
+
+from bench.resource import Api
+from bench.tenant_barrier import WORDS, load, pct
+from memstream.bus import ensure_topics
+from memstream.config import get_settings
+from memstream.privacy.apikeys import ApiKeys
+from projections import pg
+
+
+def recall_ms(http: httpx.Client, user: str, rng: random.Random) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    r = http.post("/v1/recall", json={"user": user, "query": " ".join(rng.sample(WORDS, 2)), "k": 10})
+    return (time.perf_counter() - t0) * 1000, r.status_code
+
+
+def victim_round(http: httpx.Client, users: list[str], n: int, rng: random.Random) -> tuple[list[float], Counter]:
+    times, statuses = [], Counter()
+    for _ in range(n):
+        ms, status = recall_ms(http, rng.choice(users), rng)
+        statuses[status] += 1
+        if status == 200:
+            times.append(ms)
+    return times, statuses
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--random-keys", type=int, default=10_000)
+    ap.add_argument("--waits", type=int, default=100)
+    ap.add_argument("--flood-threads", type=int, default=8)
+    ap.add_argument("--queries", type=int, default=200, help="globex's recalls, alone and under the flood")
+    args = ap.parse_args()
+    base = get_settings()
+    ns = base.model_copy(update={"namespace": f"bench_flood_{uuid.uuid4().hex[:6]}"})
+    ensure_topics(ns)
+    pg.ensure_schema(ns)
+    rng = random.Random(28)
+    victims = [f"v{i}" for i in range(20)]
+    load(ns, [f"globex/{u}" for u in victims], {f"globex/{u}": 100 for u in victims}, ns.embed_dim, rng)
+    store = ApiKeys(ns, role="owner")
+    try:
+        globex_key = store.create("globex", ("memory:read",), name="bench-flood-victim")[1]
+        acme_key = store.create("acme", ("memory:read", "memory:write"), name="bench-flood-flooder")[1]
+    finally:
+        store.close()
+    api = Api(ns)
+    try:
+        victim = httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {globex_key}"}, timeout=60)
+        flooder = httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {acme_key}"}, timeout=60,
+                               limits=httpx.Limits(max_connections=args.waits + args.flood_threads + 8))
+        victim_round(victim, victims, 30, rng)                               # warm-up: embedder, pools
+        alone, _ = victim_round(victim, victims, args.queries, rng)
+
+        # the flooder's pending position: published, never applied (no pipeline in this namespace)
+        pending = flooder.post("/v1/turns", json={"user": "f0", "session": "s", "role": "user",
+                                                  "content": "I like flooding"}).json()["token"]
+        answers: dict[str, Counter] = {"random keys": Counter(), "hanging waits": Counter(), "own key": Counter()}
+        stop = threading.Event()
+
+        def random_key(_i) -> None:
+            with httpx.Client(base_url=api.url, timeout=60) as c:
+                r = c.get("/v1/users/x/profile", headers={"Authorization": f"Bearer msk_{secrets.token_urlsafe(24)}"})
+                answers["random keys"][r.status_code] += 1
+
+        def hanging(_i) -> None:
+            r = flooder.post("/v1/recall", json={"user": "f0", "query": "flood", "after": pending, "wait_s": 30})
+            answers["hanging waits"][r.status_code] += 1
+
+        def own_key() -> None:
+            local = random.Random()
+            while not stop.is_set():
+                _ms, status = recall_ms(flooder, "f0", local)
+                answers["own key"][status] += 1
+
+        waits = ThreadPoolExecutor(args.waits)
+        for i in range(args.waits):
+            waits.submit(hanging, i)
+        own = [threading.Thread(target=own_key, daemon=True) for _ in range(args.flood_threads // 2)]
+        for t in own:
+            t.start()
+        keys_pool = ThreadPoolExecutor(max(1, args.flood_threads - len(own)))
+        keys_done = [keys_pool.submit(random_key, i) for i in range(args.random_keys)]
+        time.sleep(1.0)                                                     # the flood is under way
+        t0 = time.monotonic()
+        flooded, flooded_statuses = victim_round(victim, victims, args.queries, rng)
+        victim_s = time.monotonic() - t0
+        random_keys_left = sum(not f.done() for f in keys_done)
+        stop.set()
+        for t in own:
+            t.join()
+        keys_pool.shutdown(wait=True)
+        waits.shutdown(wait=True)
+
+        p50a, p50f = statistics.median(alone), statistics.median(flooded)
+        print(f"namespace {ns.namespace}; globex's recall, {args.queries} queries each, k=10, users of 100 memories")
+        print(f"  alone         p50 {p50a:7.2f} ms  p95 {pct(alone, 0.95):7.2f} ms")
+        print(f"  under flood   p50 {p50f:7.2f} ms  p95 {pct(flooded, 0.95):7.2f} ms  p50 ratio {p50f / p50a:.2f} "
+              f"(globex answers {dict(flooded_statuses)}; its {args.queries} took {victim_s:.1f} s, "
+              f"{random_keys_left} random-key requests still queued when it finished)")
+        for what, got in answers.items():
+            print(f"  flood, {what:14s} {sum(got.values()):6d} answers  {dict(sorted(got.items()))}")
+    finally:
+        api.close()
+        with psycopg.connect(ns.pg_dsn(), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(ns.namespace)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Request rate limits (services/rate_limits.py, #28 item 4): the token bucket with a clock of our
+own, the three limits, and authenticate() applying them before any key-store lookup."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from memstream.config import get_settings
+from memstream.errors import NotAuthenticated, RateLimited, TooManyWaits
+from memstream.privacy.tenants import Principal
+from memstream.services import rate_limits
+from memstream.services.access import authenticate
+from memstream.services.rate_limits import Buckets, RateLimits, TokenBucket
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_bucket_lets_a_burst_through_then_the_rate_and_says_how_long_to_wait():
+    b = TokenBucket(rate=10, burst=20, tokens=20, stamp=0.0)
+    assert [b.take(0.0) for _ in range(20)] == [0.0] * 20
+    wait = b.take(0.0)
+    assert wait == pytest.approx(0.1), "one token comes back every 1/rate seconds"
+    assert b.take(0.05) == pytest.approx(0.05), "a refused request takes nothing"
+    assert b.take(0.1) == 0.0
+    assert b.take(100.0) == 0.0 and b.tokens == pytest.approx(19), "an idle bucket fills to its burst, no more"
+
+
+def test_buckets_are_per_name_bounded_and_off_at_rate_zero():
+    clock = Clock()
+    buckets = Buckets(rate=1, burst=2, clock=clock, max_buckets=3)
+    assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, pytest.approx(1.0)]
+    assert buckets.take("b") == 0.0, "another name has its own bucket"
+    for name in ("c", "d", "e"):
+        buckets.take(name)
+    assert len(buckets._buckets) == 3 and "a" not in buckets._buckets, "the least recently used go first"
+    off = Buckets(rate=0, burst=0, clock=clock)
+    assert all(off.take("a") == 0.0 for _ in range(10_000))
+
+
+def _limits(**rates) -> tuple[RateLimits, Clock]:
+    clock = Clock()
+    settings = get_settings().model_copy(update={"rate_limit_per_key": 5, "rate_limit_per_tenant": 8,
+                                                 "key_lookups_per_client": 3, "rate_limit_burst_s": 1, **rates})
+    return RateLimits(settings, clock), clock
+
+
+def test_a_key_over_its_rate_is_refused_and_does_not_spend_its_tenants_share():
+    limits, clock = _limits()
+    for _ in range(5):
+        limits.admit("k1", "acme")
+    with pytest.raises(RateLimited, match="this API key: retry after 1 s") as refused:
+        limits.admit("k1", "acme")
+    assert refused.value.retry_after_s == 1 and isinstance(refused.value, TooManyWaits), "a 429 like a full wait quota"
+    for _ in range(3):
+        limits.admit("k2", "acme")          # the tenant's 8: 5 of k1's, 3 of k2's (k1's refused one not counted)
+    with pytest.raises(RateLimited, match="this key's tenant"):
+        limits.admit("k2", "acme")
+    limits.admit("k3", "globex")            # another tenant is not touched
+    clock.now += 1.0
+    limits.admit("k1", "acme")              # a second later, the rate is back
+
+
+def test_unknown_keys_are_limited_per_client():
+    limits, clock = _limits()
+    for _ in range(3):
+        limits.admit_lookup("10.0.0.1")
+    with pytest.raises(RateLimited, match="unknown API keys from this client"):
+        limits.admit_lookup("10.0.0.1")
+    limits.admit_lookup("10.0.0.2")
+
+
+class Keys:
+    """A key store: one key known; counts the lookups that reach it."""
+
+    def __init__(self, principal: Principal):
+        self.principal, self.lookups = principal, 0
+
+    def cached(self, token: str):
+        return (True, self.principal) if token == "known" else (False, None)
+
+    def verify(self, token: str):
+        self.lookups += 1
+        return None
+
+
+def test_authenticate_refuses_a_flood_of_random_keys_before_the_key_store_and_still_serves_known_keys():
+    rate_limits._limits.clear()
+    settings = get_settings().model_copy(update={"key_lookups_per_client": 2, "rate_limit_burst_s": 5,
+                                                 "rate_limit_per_key": 1000})
+    keys = Keys(Principal("k1", "acme", frozenset({"memory:read"})))
+    backend = SimpleNamespace(settings=settings, keys=keys)
+
+    async def flood() -> list[str]:
+        out = []
+        for i in range(30):
+            try:
+                await authenticate(backend, f"msk_random{i}", client="10.0.0.9")
+            except NotAuthenticated:
+                out.append("401")
+            except RateLimited:
+                out.append("429")
+        return out
+
+    answers = asyncio.run(flood())
+    assert answers[:10] == ["401"] * 10 and set(answers[10:]) == {"429"}, answers
+    assert keys.lookups == 10, "only the burst reached the key store"
+    known = asyncio.run(authenticate(backend, "known", "memory:read", client="10.0.0.9"))
+    assert known.key_id == "k1", "a known key (from the cache) is not held back by the flood"
+    rate_limits._limits.clear()
