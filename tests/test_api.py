@@ -27,13 +27,17 @@ def api_url(settings, pipeline, admin_key):
     # waits of up to 60 s below (a cold pipeline's first publish): above the default MEMSTREAM_MAX_WAIT_S
     proc = subprocess.Popen(cmd, env={**os.environ, "MEMSTREAM_MAX_WAIT_S": "120"}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    # a condition, not a time: on a loaded machine the API may need minutes to import and start
+    deadline = time.monotonic() + 240
+    while True:
+        assert proc.poll() is None, "memstream api exited; see its log"
         try:
-            if httpx.get(url + "/openapi.json", timeout=1).status_code == 200:
+            if httpx.get(url + "/openapi.json", timeout=5).status_code == 200:
                 break
         except httpx.HTTPError:
-            time.sleep(0.2)
+            pass
+        assert time.monotonic() < deadline, "memstream api did not answer within 240 s"
+        time.sleep(0.2)
     yield url
     proc.terminate()
     proc.wait(timeout=15)

@@ -197,13 +197,15 @@ def mcp_url(settings, pipeline):
     proc = subprocess.Popen(MCP_CMD + ["--transport", "http", "--port", str(port)], env={**os.environ, **_env()},
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    # a condition, not a time: on a loaded machine the server may need minutes to import and start
+    deadline = time.monotonic() + 240
+    while True:
         assert proc.poll() is None, "memstream mcp --transport http exited; see its log"
         try:
-            httpx.post(url, timeout=1)
+            httpx.post(url, timeout=5)
             break
         except httpx.HTTPError:
+            assert time.monotonic() < deadline, "memstream mcp --transport http did not answer within 240 s"
             time.sleep(0.2)
     yield url
     proc.terminate()
