@@ -2,7 +2,8 @@
 which memories it concerns. Never any content: only what travels in the clear.
 
 Erased events (sealed part unreadable) are indexed too; their `memory_ids` are empty because the
-codec drops an erased event's data, clear fields included.
+codec drops an erased event's data, clear fields included. So are those of any event of a user
+once erased, read with a key still cached or not: replay reads them all without the key.
 
 On `user.erased` the user's rows up to its time go and the erasure record itself is written, so
 only the fact that the deletion happened remains (earlier erasure records stay: each is such a fact). Topics
@@ -86,7 +87,13 @@ class AuditIndexProjector(_PostgresProjector):
                         "DELETE FROM {s}.audit_events WHERE user_id = %s AND type <> 'user.erased' "
                         "AND event_time <= %s AND NOT EXISTS (SELECT 1 FROM {s}.audit_events WHERE event_id = %s)"),
                         (item.event.user, item.event.time, item.event.id))
-                    # 2. … then the erasure record itself, which is also the tombstone.
+                    # 2. The user's later rows (events dated after the erasure) lose their memory
+                    #    ids: a replay reads those events without their key, so without ids; rows
+                    #    indexed from here on get none either (_insert). Live and replay then agree
+                    #    whichever topic was read first.
+                    cur.execute(self.q("UPDATE {s}.audit_events SET memory_ids = '{{}}' WHERE user_id = %s "
+                                       "AND memory_ids <> '{{}}'"), (item.event.user,))
+                    # 3. … then the erasure record itself, which is also the tombstone.
                     self._insert(cur, [item])
             elif kind == "forget":
                 for item in run:
@@ -128,7 +135,10 @@ class AuditIndexProjector(_PostgresProjector):
             "INSERT INTO {s}.audit_events (event_id, user_id, type, version, event_time, topic, partition, log_offset, "
             "causation_id, correlation_id, producer, memory_ids) "
             "SELECT r.event_id, r.user_id, r.type, r.version, r.event_time, r.topic, r.partition, r.log_offset, "
-            "r.causation_id, r.correlation_id, r.producer, r.memory_ids FROM audit_events_in r "
+            "r.causation_id, r.correlation_id, r.producer, "
+            # an erased user's event keeps no memory ids, even one read while its key was still cached
+            "CASE WHEN EXISTS (SELECT 1 FROM {s}.audit_events x WHERE x.user_id = r.user_id AND x.type = 'user.erased') "
+            "THEN '{{}}'::text[] ELSE r.memory_ids END FROM audit_events_in r "
             "WHERE (r.type = 'user.erased' OR NOT EXISTS (SELECT 1 FROM {s}.audit_events x "
             "WHERE x.user_id = r.user_id AND x.type = 'user.erased' AND x.event_time >= r.event_time)) "
             # forgetting's tombstones: a forgotten memory's events, the forgotten past of a user's memory side
