@@ -106,12 +106,14 @@ def fault_service(settings, name: str):
     return next(svc for svc in services._services(settings) if svc.name == name)
 
 
-def restart_service(settings, name: str, timeout: float = 120.0) -> None:
-    """Start a stopped service of the private stack again and wait until it answers."""
+def restart_service(settings, name: str, timeout: float | None = None) -> None:
+    """Start a stopped service of the private stack again and wait until it answers, as long as
+    `stack up` would (MEMSTREAM_STACK_START_TIMEOUT_S): a broker killed under load took over 120 s."""
     from memstream.stack import services
     svc = fault_service(settings, name)
     svc.prepare()
     proc = svc.start()
+    timeout = settings.stack_start_timeout_s if timeout is None else timeout
     services._wait_healthy(svc, proc, time.monotonic() + timeout, timeout)
     svc.after_healthy()
 

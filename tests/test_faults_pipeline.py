@@ -396,6 +396,7 @@ def _busiest_broker(settings) -> int:
     return max(sorted(leads), key=lambda node: leads[node])
 
 
+@pytest.mark.timeout(900)     # the killed broker's restart may take minutes on a loaded machine
 def test_one_broker_of_three_killed_with_turns_flowing(cluster_base):
     """issue 13: a 3-node KRaft cluster (`memstream stack up --brokers 3`: 3 replicas,
     min.insync.replicas 2, acks=all, idempotent producers). kill -9 of the broker leading the most
@@ -491,6 +492,7 @@ def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_b
     keys.close()
 
 
+@pytest.mark.timeout(900)     # each of the extractor's restarts loads its embedder: minutes under load
 def test_a_record_that_kills_its_worker_every_time_is_dead_lettered_after_the_limit(fault_base):
     """A turn on which the extractor process dies hard (tests/inject/sitecustomize.py: os._exit in
     the middle of extraction, no Python error handling) restarts it crash_loop_limit times, then is
@@ -508,7 +510,7 @@ def test_a_record_that_kills_its_worker_every_time_is_dead_lettered_after_the_li
     t0 = time.monotonic()
     with _injected({"MEMSTREAM_TEST_CRASH_ON": marker}), Pipeline(s) as pipe:
         _publish(s, keys, turns, per_s=50).join()
-        wait_for(lambda: _settled(s, expected), timeout=240, interval=0.5, what="every other turn decided")
+        wait_for(lambda: _settled(s, expected), timeout=600, interval=0.5, what="every other turn decided")
         recover = time.monotonic() - t0
         wait_for(lambda: _committed_lag(s, f"{s.namespace}.extractor", ["turns"]) == 0, timeout=60,
                  what="extractor lag 0 (the crashing turn committed past)")
