@@ -59,6 +59,10 @@ def main() -> None:
     ap.add_argument("--waits", type=int, default=100)
     ap.add_argument("--flood-threads", type=int, default=8)
     ap.add_argument("--queries", type=int, default=200, help="globex's recalls, alone and under the flood")
+    ap.add_argument("--tenant-rate", type=float, default=None,
+                    help="MEMSTREAM_RATE_LIMIT_PER_TENANT for the API (default: the settings' default)")
+    ap.add_argument("--key-lookups", type=float, default=None,
+                    help="MEMSTREAM_KEY_LOOKUPS_PER_CLIENT for the API (default: the settings' default)")
     args = ap.parse_args()
     base = get_settings()
     ns = base.model_copy(update={"namespace": f"bench_flood_{uuid.uuid4().hex[:6]}"})
@@ -73,7 +77,9 @@ def main() -> None:
         acme_key = store.create("acme", ("memory:read", "memory:write"), name="bench-flood-flooder")[1]
     finally:
         store.close()
-    api = Api(ns)
+    limits = {k: str(v) for k, v in (("MEMSTREAM_RATE_LIMIT_PER_TENANT", args.tenant_rate),
+                                      ("MEMSTREAM_KEY_LOOKUPS_PER_CLIENT", args.key_lookups)) if v is not None}
+    api = Api(ns, env=limits)
     try:
         victim = httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {globex_key}"}, timeout=60)
         flooder = httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {acme_key}"}, timeout=60,
@@ -87,10 +93,13 @@ def main() -> None:
         answers: dict[str, Counter] = {"random keys": Counter(), "hanging waits": Counter(), "own key": Counter()}
         stop = threading.Event()
 
+        local = threading.local()          # a connection per flooding thread, kept alive: as a flooder would
+
         def random_key(_i) -> None:
-            with httpx.Client(base_url=api.url, timeout=60) as c:
-                r = c.get("/v1/users/x/profile", headers={"Authorization": f"Bearer msk_{secrets.token_urlsafe(24)}"})
-                answers["random keys"][r.status_code] += 1
+            c = getattr(local, "client", None) or setattr(local, "client", httpx.Client(base_url=api.url, timeout=60)) \
+                or local.client
+            r = c.get("/v1/users/x/profile", headers={"Authorization": f"Bearer msk_{secrets.token_urlsafe(24)}"})
+            answers["random keys"][r.status_code] += 1
 
         def hanging(_i) -> None:
             r = flooder.post("/v1/recall", json={"user": "f0", "query": "flood", "after": pending, "wait_s": 30})
@@ -122,7 +131,8 @@ def main() -> None:
         waits.shutdown(wait=True)
 
         p50a, p50f = statistics.median(alone), statistics.median(flooded)
-        print(f"namespace {ns.namespace}; globex's recall, {args.queries} queries each, k=10, users of 100 memories")
+        print(f"namespace {ns.namespace}; globex's recall, {args.queries} queries each, k=10, users of 100 memories; "
+              f"API limits: {limits or 'defaults'}")
         print(f"  alone         p50 {p50a:7.2f} ms  p95 {pct(alone, 0.95):7.2f} ms")
         print(f"  under flood   p50 {p50f:7.2f} ms  p95 {pct(flooded, 0.95):7.2f} ms  p50 ratio {p50f / p50a:.2f} "
               f"(globex answers {dict(flooded_statuses)}; its {args.queries} took {victim_s:.1f} s, "

@@ -103,12 +103,12 @@ def say(line: str) -> None:
 class Api:
     """`memstream api` in the bench's namespace (as tests/test_api.py's api_url fixture starts it)."""
 
-    def __init__(self, settings):
+    def __init__(self, settings, env: dict | None = None):
         from memstream.app.workers import worker_command
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(settings.stack_dir / "logs" / f"{settings.namespace}-api.log", "ab")
-        env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace, "MEMSTREAM_MAX_WAIT_S": "120"}
+        env = {**os.environ, "MEMSTREAM_NAMESPACE": settings.namespace, "MEMSTREAM_MAX_WAIT_S": "120", **(env or {})}
         self.proc = subprocess.Popen(worker_command("x")[:3] + ["api", "--port", str(self.port)], env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT)
         import httpx

@@ -146,6 +146,11 @@ class ApiKeys:
         missed = self._misses.get(digest)
         return (True, None) if missed is not None and missed > now else (False, None)
 
+    def was_valid(self, token: str) -> bool:
+        """Whether this process verified the key as valid before (its cache entry may have expired,
+        until evicted): a re-check of a key in use, which no limit on unknown keys should hold back."""
+        return hashlib.sha256(token.encode()).digest() in self._cache
+
     def verify(self, token: str) -> Principal | None:
         """The key's principal, or None for an unknown, malformed or revoked key."""
         known, principal = self.cached(token)

@@ -52,8 +52,9 @@ async def authenticate(backend, token: str | None, *scopes: str, client: str | N
     keys = backend.keys
     limits = rate_limits.limits_for(backend.settings)
     known, p = keys.cached(token)
-    if not known and limit:
-        limits.admit_lookup(client)
+    if not known:
+        if limit and not keys.was_valid(token):     # a key in use is re-checked, never held back
+            limits.admit_lookup(client)
         p = await asyncio.to_thread(keys.verify, token)
     if p is None:
         raise NotAuthenticated(UNKNOWN_KEY)
