@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from memstream import topology
@@ -26,6 +27,17 @@ def _configs(admin, names):
     for res, fut in admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]).items():
         out[res.name] = {k: v.value for k, v in fut.result(timeout=30).items()}
     return out
+
+
+def _configs_once_known(admin, names) -> dict:
+    """_configs, or {} while a topic just created is not yet known to the broker answering (a
+    loaded broker answered UNKNOWN_TOPIC_OR_PART right after create_topics returned): for wait_for."""
+    try:
+        return _configs(admin, names)
+    except KafkaException as exc:
+        if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return {}
+        raise
 
 
 def _namespace(tag: str):
@@ -80,13 +92,14 @@ def test_existing_changelogs_get_compaction_that_runs():
     for fut in admin.create_topics([NewTopic(n, num_partitions=s.partitions, replication_factor=1,
                                              config={"cleanup.policy": "compact"}) for n in names]).values():
         fut.result(timeout=30)
-    wait_for(lambda: all(c.get("segment.ms") == str(7 * 24 * 3600 * 1000) for c in _configs(admin, names).values()),
-             timeout=30, what="the old-style changelogs to exist with 7-day segments")
+    wait_for(lambda: (got := _configs_once_known(admin, names)) and all(
+        c.get("segment.ms") == str(7 * 24 * 3600 * 1000) for c in got.values()), timeout=30, what="the old-style changelogs to exist with 7-day segments")
     ensure_topics(s)   # the log's topics; the changelogs exist (the partition check passes)
     assert sorted(topology.align_configs(admin, s)) == names
     wanted = changelog_configs(s)
     # A broker applies a config change through its metadata log: a describe right after may show the old one.
-    wait_for(lambda: all({k: got[k] for k in wanted} == wanted for got in _configs(admin, names).values()),
+    wait_for(lambda: (now := _configs_once_known(admin, names)) and all(
+        {k: got[k] for k in wanted} == wanted for got in now.values()),
              timeout=30, what="the changelog configs to be applied")
     # and a table's own topic declaration carries the same configs, for changelogs faust creates
     assert all(dict(t.changelog_topic.config) == wanted for t in app.tables.values())

@@ -105,6 +105,7 @@ def test_an_api_keys_request_binds_its_tenant_for_the_threads_it_reads_in(spaced
     key = make_key(ns, "acme", ["memory:read"], name="rls")
 
     class Backend:
+        settings = ns
         keys = ApiKeys(ns, cache_s=60)
     models = ReadModels(ns, pool_size=1)
 
