@@ -96,8 +96,9 @@ def main() -> None:
         local = threading.local()          # a connection per flooding thread, kept alive: as a flooder would
 
         def random_key(_i) -> None:
-            c = getattr(local, "client", None) or setattr(local, "client", httpx.Client(base_url=api.url, timeout=60)) \
-                or local.client
+            if not hasattr(local, "client"):
+                local.client = httpx.Client(base_url=api.url, timeout=60)
+            c = local.client
             r = c.get("/v1/users/x/profile", headers={"Authorization": f"Bearer msk_{secrets.token_urlsafe(24)}"})
             answers["random keys"][r.status_code] += 1
 

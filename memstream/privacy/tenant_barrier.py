@@ -17,6 +17,7 @@ has a policy of its own that lets it write everything; the owner bypasses row-le
 from __future__ import annotations
 
 from contextvars import ContextVar
+from weakref import WeakKeyDictionary
 
 SETTING = "memstream.tenant"
 UNBOUND = ""
@@ -33,10 +34,21 @@ def bound() -> str:
     return _bound.get()
 
 
+# What each autocommit connection was last set to (a new one holds nothing: unbound), so taking a
+# pooled connection costs a round trip only when the binding changes, not on every recall.
+_held: WeakKeyDictionary = WeakKeyDictionary()
+
+
 def apply(conn) -> None:
-    """Set a connection to the current binding, every time it is taken: pooled connections are
-    shared by requests of every tenant, so a value left by the last one must never survive."""
-    conn.execute("SELECT set_config(%s, %s, false)", (SETTING, bound()))
+    """Set a connection to the current binding every time it is taken: pooled connections are
+    shared by requests of every tenant, so a value left by the last one must never survive. Only
+    autocommit connections are remembered: elsewhere a rollback could undo the setting unseen."""
+    want = bound()
+    if conn.autocommit and _held.get(conn, UNBOUND) == want:
+        return
+    conn.execute("SELECT set_config(%s, %s, false)", (SETTING, want))
+    if conn.autocommit:
+        _held[conn] = want
 
 
 # Row by row, in SQL, what tenants.split_user reads: a tenant's user id starts with "<tenant>/"; the
