@@ -17,12 +17,16 @@ WORKDIR /opt/memstream
 COPY pyproject.toml README.md dev ./
 # memstream depends on the thin HTTP client (memstream-client), which ./dev install installs from here first.
 COPY clients/python ./clients/python
-COPY memstream ./memstream
+COPY kernel ./kernel
 COPY schemas ./schemas
+COPY domain ./domain
+COPY adapters ./adapters
 COPY streams ./streams
 COPY projections ./projections
 COPY query ./query
 COPY replay ./replay
+COPY services ./services
+COPY memstream ./memstream
 # The image's extras: `mcp` for the MCP server; not the test tools (./dev's default list). The
 # install is editable, as ./dev's, so the runtime keeps the source at this same path.
 ARG MEMSTREAM_EXTRAS=mcp

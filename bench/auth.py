@@ -19,7 +19,7 @@ import statistics
 import time
 
 import numpy as np
-from memstream.kafka_auth import ADMIN
+from adapters.kafka_auth import ADMIN
 
 WORDS = "coffee tea hiking chess jazz Paris Berlin cello bicycle beagle flight hotel sushi yoga piano garden".split()
 
@@ -36,12 +36,12 @@ def main() -> None:
     from fastapi.testclient import TestClient
 
     from memstream.app.api import create_app
-    from memstream.bus import EventProducer, ensure_topics
-    from memstream.config import get_settings
-    from memstream.ids import derived_id, uuid7
-    from memstream.privacy.apikeys import ApiKeys
-    from memstream.privacy.keystore import KeyStore
-    from memstream.privacy.tenants import SCOPES, Principal
+    from adapters.bus import EventProducer, ensure_topics
+    from kernel.config import get_settings
+    from kernel.ids import derived_id, uuid7
+    from adapters.privacy.apikeys import ApiKeys
+    from adapters.privacy.keystore import KeyStore
+    from adapters.privacy.tenants import SCOPES, Principal
     from projections.pg import ensure_schema
     from projections.registry import build_projector
     from projections.runner import ProjectorRunner

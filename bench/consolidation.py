@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import orjson
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 DIM = 384
 DAY = 86400.0
@@ -41,8 +41,8 @@ def synthetic_state(n: int, rng: np.random.Generator, now: float, aged: bool = T
 
     aged: the ledger was last aged a day ago (a tick), the steady state; otherwise never (the worst
     case: every memory's decay, summary or expiry is due at once)."""
-    from memstream.domain.ledger import Entry, Ledger
-    from memstream.domain.memory_rules import Recent, UserState
+    from domain.ledger import Entry, Ledger
+    from domain.memory_rules import Recent, UserState
     ledger = Ledger()
     ids = [str(uuid.UUID(int=int(rng.integers(1 << 62)) << 64 | i)) for i in range(n)]
     for i, mid in enumerate(ids):
@@ -59,17 +59,17 @@ def synthetic_state(n: int, rng: np.random.Generator, now: float, aged: bool = T
     recent = [Recent(mid, vecs[k], ledger.get(mid).importance, "fact", None, [], None, None) for k, mid in enumerate(window)]
     state = UserState(recent=recent, last_memory_id=window[-1], clock=now, ledger=ledger)
     if aged:
-        from memstream.config import Settings
-        from memstream.domain.consolidation import age
-        from memstream.domain.memory_rules import Rules
+        from kernel.config import Settings
+        from domain.consolidation import age
+        from domain.memory_rules import Rules
         age(state, Rules.from_settings(Settings()), now - DAY, full=True)
     state.dirty = [window[k] for k in (1, 3, 47, 48, 49)]
     return state
 
 
 def copy_state(state):
-    from memstream.domain.ledger import Ledger
-    from memstream.domain.memory_rules import UserState
+    from domain.ledger import Ledger
+    from domain.memory_rules import UserState
     ledger = Ledger.from_dict(state.ledger.to_dict())
     for b in range(64):
         ledger.bucket(b)  # parse every bucket before timing: the pure function's input
@@ -77,7 +77,7 @@ def copy_state(state):
 
 
 def time_pure(n: int, runs: int, rules, full: bool, aged: bool = True) -> tuple[float, int]:
-    from memstream.domain.consolidation import consolidate
+    from domain.consolidation import consolidate
     rng = np.random.default_rng(n)
     now = datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp()
     state = synthetic_state(n, rng, now, aged)
@@ -95,9 +95,9 @@ def time_with_codec(n: int, runs: int, rules) -> float:
     consolidate, seal the dirty ones (what the processor does per consolidation besides Kafka)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from memstream.domain.consolidation import consolidate
-    from memstream.domain.ledger import BUCKETS, Ledger
-    from memstream.domain.memory_rules import UserState
+    from domain.consolidation import consolidate
+    from domain.ledger import BUCKETS, Ledger
+    from domain.memory_rules import UserState
     rng = np.random.default_rng(n)
     now = datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp()
     state = synthetic_state(n, rng, now)
@@ -118,8 +118,8 @@ def time_with_codec(n: int, runs: int, rules) -> float:
 
 
 def pure_report(runs: int) -> None:
-    from memstream.config import Settings
-    from memstream.domain.memory_rules import Rules
+    from kernel.config import Settings
+    from domain.memory_rules import Rules
     rules = Rules.from_settings(Settings())
     print(f"one consolidation, pure function (median of {runs}; window {rules.recent_window}, "
           f"5 touched memories, sweep_max {rules.sweep_max}):")
@@ -142,10 +142,10 @@ def pure_report(runs: int) -> None:
 def archive_report(runs: int) -> None:
     """The archive stays bounded however many memories are archived; consolidation and revival
     cost the same with a full archive."""
-    from memstream.config import Settings
-    from memstream.domain.consolidation import consolidate, recalled
-    from memstream.domain.ledger import ARCHIVE_CAP, BUCKETS, Entry
-    from memstream.domain.memory_rules import Rules
+    from kernel.config import Settings
+    from domain.consolidation import consolidate, recalled
+    from domain.ledger import ARCHIVE_CAP, BUCKETS, Entry
+    from domain.memory_rules import Rules
     rules = Rules.from_settings(Settings())
     now = datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp()
     state = synthetic_state(10_000, np.random.default_rng(7), now)
@@ -166,8 +166,8 @@ def archive_report(runs: int) -> None:
     base = state.to_dict(), state.ledger.to_dict()
     times, store = [], []
     for _ in range(runs):
-        from memstream.domain.ledger import Ledger
-        from memstream.domain.memory_rules import UserState
+        from domain.ledger import Ledger
+        from domain.memory_rules import UserState
         s = UserState.from_dict(base[0], Ledger.from_dict(base[1]))
         for b in range(BUCKETS):
             s.ledger.bucket(b)  # parsed before timing, as in time_pure
@@ -232,10 +232,10 @@ def wait_quiet(settings, timeout: float = 900.0) -> float:
 def freshness(consolidation_every: int, args) -> dict:
     import psycopg
 
-    from memstream.bus import EventProducer, ensure_topics
-    from memstream.config import Settings
-    from memstream.ids import uuid7
-    from memstream.sdk import MemoryClient
+    from adapters.bus import EventProducer, ensure_topics
+    from kernel.config import Settings
+    from kernel.ids import uuid7
+    from adapters.sdk import MemoryClient
     from memstream.app.workers import start_pipeline, stop_pipeline
     from projections.pg import ensure_schema
     from schemas.codec import encode, make_envelope

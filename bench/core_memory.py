@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from bench import namespaces
-from memstream.config import get_settings
-from memstream.domain.memory_state import Rules
-from memstream.privacy.keystore import KeyStore
+from kernel.config import get_settings
+from domain.memory_state import Rules
+from adapters.privacy.keystore import KeyStore
 from schemas.codec import make_envelope
 from schemas.events import FactExtracted
 from streams.memory_core import MemoryCore, SealedStates

@@ -5,7 +5,7 @@
 turns, the memory processor on turns (session episodes), facts and memory, each projector on memory, the projectors'
 stored positions (their truth, law 3) counted where their committed hint trails), and per turns
 partition the turns not yet decided (the extractor's source watermark, stored by the projectors
-beside their positions, below the partition's end: memstream/watermarks.py). Committed offsets
+beside their positions, below the partition's end: kernel/watermarks.py). Committed offsets
 and positions are read before the ends, so a backlog read as zero was zero: a stage that had
 read everything its input held when it was asked about it had also written its output by then.
 
@@ -21,7 +21,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 SCORED_PROJECTORS = ("pgvector-items", "neo4j-graph")
 
@@ -72,10 +72,10 @@ class State:
 
 
 class Backlog:
-    """Reads a namespace's backlog (State) through the one bounded log reader (memstream/bus.py)."""
+    """Reads a namespace's backlog (State) through the one bounded log reader (adapters/bus.py)."""
 
     def __init__(self, settings, stages_: list[Stage], turns: bool = True):
-        from memstream.bus import LogReader, ensure_topics
+        from adapters.bus import LogReader, ensure_topics
         from projections.registry import build_projector
         ensure_topics(settings)   # every topic and partition exists before an end is read
         self.settings, self.stages, self.turns = settings, stages_, turns
@@ -91,8 +91,8 @@ class Backlog:
             raise
 
     def read(self) -> State:
-        from memstream import watermarks
-        from memstream.lag import consumer_lag
+        from kernel import watermarks
+        from adapters.lag import consumer_lag
         s = self.settings
         groups = {f"{s.namespace}.{st.name}": st for st in self.stages}
         committed: dict[tuple[str, str, int], int] = {}

@@ -23,11 +23,11 @@ import uuid
 import orjson
 import psycopg
 from psycopg import sql
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 
 def load(settings, rows: int, users: int) -> None:
-    from memstream.bus import ensure_topics
+    from adapters.bus import ensure_topics
     from projections.pg import ensure_schema
     from projections.registry import PROJECTORS, build_projector
     ensure_topics(settings)
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--method", choices=["scrub", "vacuum-full", "both"], default="both")
     ap.add_argument("--maintenance-work-mem", default="1GB", help="for VACUUM FULL (the rebuild's index build uses 1GB)")
     args = ap.parse_args(argv)
-    from memstream.config import get_settings
+    from kernel.config import get_settings
     settings = get_settings().model_copy(update={"namespace": "scrubbench_" + uuid.uuid4().hex[:8]})
     results = []
     try:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def drop(settings) -> None:
     from confluent_kafka.admin import AdminClient
-    from memstream.bus import TOPICS
+    from adapters.bus import TOPICS
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         for schema in (settings.namespace, settings.namespace + "__shadow", settings.namespace + "__old"):
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

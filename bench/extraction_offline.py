@@ -28,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memstream.domain.extraction import extract_facts
+from domain.extraction import extract_facts
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 
@@ -76,7 +76,7 @@ def worst_ms(text: str, at: datetime, repeat: int = 3) -> float:
 def quality(path: Path) -> None:
     import re
 
-    from memstream.domain.text import tokens
+    from domain.text import tokens
     stats: dict[int, list[int]] = {}
     for conv in json.loads(path.read_text()):
         c, raw, facts = conv["conversation"], {}, {}

@@ -11,7 +11,7 @@ import argparse
 import os
 import time
 import uuid
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 
 def main() -> None:
@@ -25,9 +25,9 @@ def main() -> None:
 
     from confluent_kafka import Consumer
 
-    from memstream import watermarks
-    from memstream.config import get_settings
-    from memstream.sdk import MemoryClient
+    from kernel import watermarks
+    from kernel.config import get_settings
+    from adapters.sdk import MemoryClient
     from memstream.app.workers import stop_pipeline, worker_command
     settings = get_settings()
     client = MemoryClient(settings)

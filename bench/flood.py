@@ -31,9 +31,9 @@ from psycopg import sql
 
 from bench.resource import Api
 from bench.tenant_barrier import WORDS, load, pct
-from memstream.bus import ensure_topics
-from memstream.config import get_settings
-from memstream.privacy.apikeys import ApiKeys
+from adapters.bus import ensure_topics
+from kernel.config import get_settings
+from adapters.privacy.apikeys import ApiKeys
 from projections import pg
 
 

@@ -28,8 +28,8 @@ from collections import Counter
 from pathlib import Path
 
 from bench.locomo import DEFAULT_DATA, load_turns
-from memstream.domain.extraction import extract_facts
-from memstream.domain.text import STOP
+from domain.extraction import extract_facts
+from domain.text import STOP
 
 _W = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _DEMONSTRATIVE_BARE = re.compile(

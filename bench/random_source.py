@@ -1,7 +1,7 @@
 """The cost of the random source behind AES-GCM nonces and event ids.
 
 Compares, per 12-byte nonce and per UUIDv7: a direct os.urandom() call per use (what
-memstream.ids does now: fork-safe, no state) and the per-thread 4 KiB buffer it used before
+kernel.ids does now: fork-safe, no state) and the per-thread 4 KiB buffer it used before
 (a forked child inherited the buffer and repeated its parent's nonces). Best and median of
 alternating runs, since the dev box is shared.
     .venv/bin/python -m bench.random_source [--n 200000] [--runs 5]
@@ -15,13 +15,13 @@ import time
 
 import threading
 
-from memstream import ids
+from kernel import ids
 
 _local = threading.local()
 
 
 def buffered_bytes(n: int) -> bytes:
-    """The former memstream.ids.random_bytes: one getrandom() per 4 KiB (not fork-safe)."""
+    """The former kernel.ids.random_bytes: one getrandom() per 4 KiB (not fork-safe)."""
     buf = getattr(_local, "buf", b"")
     pos = getattr(_local, "pos", 0)
     if pos + n > len(buf):

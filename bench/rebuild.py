@@ -23,7 +23,7 @@ import sys
 import time
 
 import orjson
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 
 def generate(settings, keys, n: int) -> int:
@@ -31,7 +31,7 @@ def generate(settings, keys, n: int) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
     from bench.synthetic import iter_decided_events
-    from memstream.bus import EventProducer, ensure_topics
+    from adapters.bus import EventProducer, ensure_topics
     from schemas.codec import encode
     ensure_topics(settings)
     topic = settings.topic("memory")
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ["MEMSTREAM_NAMESPACE"] = args.namespace or f"benchrebuild{args.events}"
     os.environ.setdefault("MEMSTREAM_PARTITIONS", "6")
 
-    from memstream.config import get_settings
-    from memstream.privacy.keystore import KeyStore
+    from kernel.config import get_settings
+    from adapters.privacy.keystore import KeyStore
     from projections import registry
     from projections.registry import PROJECTORS
     from replay.rebuild import rebuild

@@ -34,7 +34,7 @@ import time
 import uuid
 
 import numpy as np
-from memstream.kafka_auth import ADMIN
+from adapters.kafka_auth import ADMIN
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -60,10 +60,10 @@ def main() -> None:
     args = ap.parse_args()
     ns = args.namespace or "benchrecall" + uuid.uuid4().hex[:6]
     os.environ["MEMSTREAM_NAMESPACE"] = ns
-    from memstream.bus import EventProducer, ensure_topics
-    from memstream.config import get_settings
-    from memstream.ids import derived_id, uuid7
-    from memstream.privacy.keystore import KeyStore
+    from adapters.bus import EventProducer, ensure_topics
+    from kernel.config import get_settings
+    from kernel.ids import derived_id, uuid7
+    from adapters.privacy.keystore import KeyStore
     from projections.registry import build_projector
     from projections.runner import ProjectorRunner
     from query.context import ContextRequest, build_context

@@ -1,4 +1,4 @@
-"""The offline relation extractor (memstream/domain/relation_extraction.py, #26) against the labelled
+"""The offline relation extractor (domain/relation_extraction.py, #26) against the labelled
 set tests/fixtures/relations_labelled.jsonl: precision and recall of (subject, predicate, object,
 negated/ended) triples, overall and per language (en / zh / mixed), and the time one turn costs.
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from memstream.domain.entities import Mention, RelationDraft
-from memstream.domain.relation_extraction import extract_relations
+from domain.entities import Mention, RelationDraft
+from domain.relation_extraction import extract_relations
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "relations_labelled.jsonl"
 TARGET_PRECISION, TARGET_RECALL = 0.9, 0.8

@@ -13,7 +13,7 @@ over the real HTTP API, with Mem0 side by side.
    (~40 facts/s end to end on these 2 cores, docs/benchmarks.md), and what is measured here is the
    read model and the API, not the write path. The rows look like the projector's: clustered unit
    vectors of the table's dimension (around 256 topics, as embeddings of text cluster), a content
-   from templates and its keyword terms (memstream.domain.text.tokens, as the projector stores them),
+   from templates and its keyword terms (domain.text.tokens, as the projector stores them),
    a category, an importance, agent_id one of 5, run_id one of 10 per user, metadata {"topic": one of
    10, "priority": 1-5, "source": one of 3}, created_at spread over the past year, status 90% active
    (5% outdated, 5% archived), and `ann` by projections/pg.py's rule (a user's rows are in the partial
@@ -132,8 +132,8 @@ class Api:
 
 def admin_key(settings) -> str:
     """An API key with every scope, tenant default, in the bench's namespace (the CLI's `keys create`)."""
-    from memstream.privacy.apikeys import ApiKeys
-    from memstream.privacy.tenants import DEFAULT_TENANT, SCOPES
+    from adapters.privacy.apikeys import ApiKeys
+    from adapters.privacy.tenants import DEFAULT_TENANT, SCOPES
     store = ApiKeys(settings, role="owner")
     try:
         return store.create(DEFAULT_TENANT, SCOPES, name="bench-resource")[1]
@@ -188,8 +188,8 @@ def measure_adds(http, n: int, users: int) -> dict:
 
 def make_rows(settings, n: int, users: int, seed: int = 1):
     """The rows written into memory_items (see the docstring), as plain Python values + vectors."""
-    from memstream.domain.text import tokens
-    from memstream.ids import uuid7
+    from domain.text import tokens
+    from kernel.ids import uuid7
     rng = np.random.default_rng(seed)
     rnd = random.Random(seed)
     dim = settings.embed_dim
@@ -428,8 +428,8 @@ def main(argv: list[str] | None = None) -> dict:
     mem0_users = min(args.users, args.mem0_users or max(1, args.mem0_memories // per_user))
     os.environ["MEMSTREAM_NAMESPACE"] = args.namespace or namespaces.fresh("benchres")
     import httpx
-    from memstream.bus import ensure_topics
-    from memstream.config import get_settings
+    from adapters.bus import ensure_topics
+    from kernel.config import get_settings
     from projections.pg import ensure_schema
     from query.store import ReadModels
     from bench.drain import Pipeline

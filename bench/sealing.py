@@ -46,8 +46,8 @@ def main() -> None:
     from bench import namespaces
     base = namespaces.fresh("benchseal")
     os.environ["MEMSTREAM_NAMESPACE"] = base
-    from memstream.config import get_settings
-    from memstream.sdk import MemoryClient
+    from kernel.config import get_settings
+    from adapters.sdk import MemoryClient
     from projections.registry import build_projector
     from projections.runner import ProjectorRunner
     settings = get_settings()
@@ -81,7 +81,7 @@ def main() -> None:
                 client.keys.close()
             namespaces.finish(ns, args.keep)
     # 3. the codec alone (no I/O): encode + decode of a fact with a 384-d embedding, µs per event
-    from memstream.privacy.keystore import KeyStore
+    from adapters.privacy.keystore import KeyStore
     from schemas.codec import decode, encode, make_envelope
     from schemas.events import FactExtracted
     real = KeyStore(settings)

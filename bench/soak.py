@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memstream.app.workers import Supervisor
-from memstream.bus import EventProducer, ensure_topics
-from memstream.config import get_settings
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
-from memstream.resilience import read_health
+from adapters.bus import EventProducer, ensure_topics
+from kernel.config import get_settings
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
+from adapters.resilience import read_health
 from memstream.stack.process import memory_mib
 from projections import pg
 from projections.registry import PROJECTORS, build_projector

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from memstream.domain.memory_rules import Rules, UserState, decide
-from memstream.ids import derived_id, uuid7
+from domain.memory_rules import Rules, UserState, decide
+from kernel.ids import derived_id, uuid7
 from schemas.codec import make_envelope
 from schemas.events import FactExtracted
 

@@ -1,4 +1,4 @@
-"""What the tenant barrier (row-level security, memstream/privacy/tenant_barrier.py; #28 item 3)
+"""What the tenant barrier (row-level security, adapters/privacy/tenant_barrier.py; #28 item 3)
 costs recall: the same recalls through the API role (the barrier on, the request bound to its
 tenant) and through the owner role (which row-level security does not apply to), query by query in
 a random order, in one run.
@@ -28,8 +28,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from memstream.config import get_settings
-from memstream.privacy import tenant_barrier
+from kernel.config import get_settings
+from adapters.privacy import tenant_barrier
 from projections import pg
 from query import store
 from query.recall import RecallRequest, recall

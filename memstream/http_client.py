@@ -33,10 +33,10 @@ import httpx
 import memstream_client
 from memstream_client import AsyncMemstreamClient, MemstreamClient
 
-from memstream.errors import AccessDenied, InvalidInput, MemstreamError, Timeout
+from kernel.errors import AccessDenied, InvalidInput, MemstreamError, Timeout
 from schemas.limits import check_content, check_id
 
-# memstream_client's errors as the memstream.errors classes callers of this module catch (the
+# memstream_client's errors as the kernel.errors classes callers of this module catch (the
 # message, the server's own words, is kept): 503/429 after retries was and stays Timeout; 404, 409
 # and 410 stay plain MemstreamError.
 _ERRORS: tuple[tuple[type[memstream_client.MemstreamError], type[MemstreamError]], ...] = (
@@ -71,8 +71,8 @@ def _seg(value: str) -> str:
 def _key(api_key: str | None) -> str | None:
     """The given key, else MEMSTREAM_API_KEY, else the local admin key (None: the server's 401 says so)."""
     if api_key is None:
-        from memstream.config import get_settings
-        from memstream.privacy.tenants import local_api_key
+        from kernel.config import get_settings
+        from adapters.privacy.tenants import local_api_key
         api_key = local_api_key(get_settings())
     return api_key or ""        # "": no header, and memstream_client does not look at the environment again
 

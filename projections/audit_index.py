@@ -19,7 +19,7 @@ from __future__ import annotations
 
 
 
-from memstream.config import Settings
+from kernel.config import Settings
 from projections import pg
 from projections.postgres_projectors import _PostgresProjector
 from projections.memory_refs import memory_ids_of  # noqa: F401  (also the audit index's public reading)

@@ -27,9 +27,9 @@ from datetime import datetime
 
 import orjson
 
-from memstream import neo4j_auth
-from memstream.config import Settings
-from memstream.resilience import StalePosition
+from adapters import neo4j_auth
+from kernel.config import Settings
+from adapters.resilience import StalePosition
 from projections import graph_generation, tombstones
 from projections.batching import Grouping, grouped_runs
 from projections.runner import Item, Projector, TopicPart, kind_by_type

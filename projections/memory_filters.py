@@ -33,7 +33,7 @@ import orjson
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from memstream.errors import InvalidInput
+from kernel.errors import InvalidInput
 from schemas.limits import METADATA_KEY_MAX_CHARS, check_content, check_id
 
 MAX_DEPTH = 6

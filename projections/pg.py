@@ -8,9 +8,9 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from memstream.config import Settings, pg_role_name
-from memstream.privacy import tenant_barrier
-from memstream.resilience import StalePosition
+from kernel.config import Settings, pg_role_name
+from adapters.privacy import tenant_barrier
+from adapters.resilience import StalePosition
 from projections.relations_schema import DDL as RELATIONS_DDL
 
 DDL = """
@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS {s}.memory_items (
     superseded_by text,
     access_count  int  NOT NULL DEFAULT 0,
     last_accessed_at timestamptz,
-    terms         text[] NOT NULL DEFAULT '{{}}',  -- keyword-path tokens (memstream.domain.text)
+    terms         text[] NOT NULL DEFAULT '{{}}',  -- keyword-path tokens (domain.text)
     session       text,
     fact_id       text,
     event_id      text NOT NULL,
@@ -141,7 +141,7 @@ WRITERS_POLICY = "projector_writes"
 
 def ensure_tenant_barrier(conn: psycopg.Connection, settings: Settings) -> list[str]:
     """Row-level security on every table of the namespace that holds a `user_id` and has none yet
-    (memstream/privacy/tenant_barrier.py): the API role sees the rows of the tenant its session is
+    (adapters/privacy/tenant_barrier.py): the API role sees the rows of the tenant its session is
     bound to, the projectors' role reads and writes every row, the owner bypasses it. Run by the
     owner under the DDL lock, after each read model's DDL, so a table added later gets it too.
     Returns the tables it changed."""

@@ -11,8 +11,8 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from memstream.config import Settings
-from memstream.domain.text import tokens
+from kernel.config import Settings
+from domain.text import tokens
 from projections import pg, tombstones
 from projections.batching import Grouping, grouped_runs, own_item_row
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind

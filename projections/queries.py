@@ -5,8 +5,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from memstream.config import Settings
-from memstream.privacy import tenant_barrier
+from kernel.config import Settings
+from adapters.privacy import tenant_barrier
 from projections import pg
 
 

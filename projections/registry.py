@@ -1,7 +1,7 @@
 """The projectors by name: what `memstream worker projectors`, rebuild, verify and what-if build."""
 from __future__ import annotations
 
-from memstream.config import Settings
+from kernel.config import Settings
 from projections.audit_index import AuditIndexProjector
 from projections.graph_projector import GraphProjector
 from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector

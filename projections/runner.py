@@ -6,7 +6,7 @@ stored next offset, so a projector killed at any instant resumes exactly where i
 committed transaction ended. Every record advances the position, including ones the projector
 ignores and ones it dead-letters.
 
-Failures (memstream/resilience.py): a record that cannot be decoded, whose key is not its
+Failures (adapters/resilience.py): a record that cannot be decoded, whose key is not its
 envelope's user, or that the store refuses as data is **poison** — dead-lettered with its reason
 and position, and the rest of the batch goes on (a batch the store refuses is bisected down to
 the one record). A **transient** error (Postgres, Neo4j, the key store, the broker) commits
@@ -33,13 +33,14 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from memstream.crash_ledger import CrashLedger, ledger_path
-from memstream.bus import EventProducer, dead_letter_key, dead_letter_record
-from memstream import metrics, watermarks
-from memstream.config import Settings
-from memstream.errors import InvalidEvent
-from memstream.kafka_auth import WORKER, Principal, kafka_config
-from memstream.resilience import POISON, TRANSIENT, Backoff, Health, StalePosition, Unavailable, classify
+from adapters.crash_ledger import CrashLedger, ledger_path
+from adapters.bus import EventProducer, dead_letter_key, dead_letter_record
+from adapters import metrics
+from kernel import watermarks
+from kernel.config import Settings
+from kernel.errors import InvalidEvent
+from adapters.kafka_auth import WORKER, Principal, kafka_config
+from adapters.resilience import POISON, TRANSIENT, Backoff, Health, StalePosition, Unavailable, classify
 from schemas.codec import KeyRing
 from schemas.envelope import Envelope
 from schemas.records import decode_confluent
@@ -165,7 +166,7 @@ class ProjectorRunner:
         })
         self._dlq: EventProducer | None = None
         self._consumer_name = f"projector.{projector.name}"   # its label in memstream_events_consumed
-        # What was in flight when an earlier process died (crash loops: memstream/crash_ledger.py)
+        # What was in flight when an earlier process died (crash loops: adapters/crash_ledger.py)
         self.ledger = CrashLedger(ledger_path(settings, f"projector.{projector.name}{group_suffix}"),
                                   settings.crash_loop_limit).load()
         self._set_health("starting")

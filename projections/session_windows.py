@@ -25,7 +25,7 @@ session in `session_summaries` (only a higher version replaces it, so re-applyin
 from __future__ import annotations
 
 
-from memstream.config import Settings
+from kernel.config import Settings
 from projections import pg
 from projections.postgres_projectors import _PostgresProjector
 from projections.runner import Item, kind_by_type, runs_by_kind

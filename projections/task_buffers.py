@@ -15,7 +15,7 @@ no event of the user is written afterwards, whichever topic the projector happen
 from __future__ import annotations
 
 
-from memstream.config import Settings
+from kernel.config import Settings
 from projections import pg
 from projections.postgres_projectors import _PostgresProjector
 from projections.runner import Item, kind_by_type, runs_by_kind

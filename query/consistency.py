@@ -6,10 +6,10 @@ import time
 
 from psycopg import sql
 
-from memstream import watermarks
-from memstream.bus import Position
-from memstream.errors import Timeout
-from memstream.resilience import Backoff
+from kernel import watermarks
+from adapters.bus import Position
+from kernel.errors import Timeout
+from adapters.resilience import Backoff
 from projections.graph_generation import RESOLVE
 from query.store import ReadModels
 
@@ -73,7 +73,7 @@ async def wait_until_applied_async(models: ReadModels, token: str, projectors: t
     """wait_until_applied for an event loop (the API): each look at a position is a short call in a
     worker thread, the waiting between looks is asyncio's, so a thousand waiting requests hold no
     thread and a shutdown cancels them. Polls back off from 5 ms to 100 ms (the one retry policy,
-    memstream.resilience.Backoff)."""
+    adapters.resilience.Backoff)."""
     pos = Position.parse(token)
     started = time.monotonic()
     backoff = Backoff(base=0.005, cap=0.1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from memstream.domain.token_budget import Slot, assemble
-from memstream.metrics import timed_query
+from domain.token_budget import Slot, assemble
+from adapters.metrics import timed_query
 from projections.queries import session_window, task_steps
 from query.people import people_lines
 from query.profile import profile

@@ -15,18 +15,18 @@ log = logging.getLogger("memstream.operator")
 
 
 def _reader(settings, **kw):
-    from memstream.bus import LogReader
-    from memstream.kafka_auth import PUBLISHER, kafka_config   # the API's principal: reads, no writes here
+    from adapters.bus import LogReader
+    from adapters.kafka_auth import PUBLISHER, kafka_config   # the API's principal: reads, no writes here
     return LogReader(kafka_config(settings, PUBLISHER), group_id="console-" + uuid.uuid4().hex, log_level=0, **kw)
 
 
 def dead_letters(settings, per_partition: int = 100, timeout: float = 5.0) -> list[dict]:
     """The newest `per_partition` dead letters of each partition, newest first. The body is the
-    one memstream/bus.py dead_letter_record writes (reason, source, consumer, key, size; the
+    one adapters/bus.py dead_letter_record writes (reason, source, consumer, key, size; the
     original bytes only sealed, never shown). Read by bus.read_dead_letters; what was read in
     `timeout` seconds if the broker is slower than that."""
-    from memstream.bus import LogReadTimeout, read_dead_letters
-    from memstream.kafka_auth import PUBLISHER   # the API's principal: reads, no writes here
+    from adapters.bus import LogReadTimeout, read_dead_letters
+    from adapters.kafka_auth import PUBLISHER   # the API's principal: reads, no writes here
     out: list[dict] = []
     try:
         for m, body in read_dead_letters(settings, PUBLISHER, last=per_partition, group_id="console-" + uuid.uuid4().hex,

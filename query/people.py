@@ -1,6 +1,6 @@
 """The people and places a question names, with what is known of them (#26): the prompt context's
 "People and places" slot. "Where does my sister live?" names the user's sister (a role word,
-English or Chinese: memstream/domain/entities.py ROLE_WORDS_*), "Is Ana still in Rome?" names Ana
+English or Chinese: domain/entities.py ROLE_WORDS_*), "Is Ana still in Rome?" names Ana
 (a name or alias of the user's entities); each named entity's relations holding now are read as
 sentences ("Ana is the user's sister", "Ana lives in Rome"). A question that names no one gives
 nothing: the user's own facts are the profile slot's.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from memstream.domain.entities import ROLE_WORDS_EN, ROLE_WORDS_ZH, SELF
+from domain.entities import ROLE_WORDS_EN, ROLE_WORDS_ZH, SELF
 from query import relations as q
 from query.store import ReadModels
 

@@ -34,9 +34,9 @@ from psycopg.rows import dict_row
 
 from projections.memory_filters import compile_filter_named
 
-from memstream.domain.subjects import question_names, third_party
-from memstream.domain.text import bm25, bm25_ceiling, date_ranges, tokens
-from memstream.metrics import timed_query
+from domain.subjects import question_names, third_party
+from domain.text import bm25, bm25_ceiling, date_ranges, tokens
+from adapters.metrics import timed_query
 from query.store import ReadModels
 
 COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, status, "
@@ -288,7 +288,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
                     hits[hit.memory_id] = hit
             ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
     # 7. the user first: a third party's fact ("User's friend Tom lives in Paris") ranks below the
-    #    user's own unless the question names that person (memstream/domain/subjects.py)
+    #    user's own unless the question names that person (domain/subjects.py)
     if w.third_party < 1.0:
         ranked = _user_first(ranked, req.query, original_query, w.third_party)
     hits = ranked

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memstream.domain.entities import RELATIONS, SELF
+from domain.entities import RELATIONS, SELF
 from query.store import ReadModels
 
 REL_COLUMNS = ("relation_id, subject_id, predicate, object_id, valid_from, valid_to, recorded_at, ended_at_recorded, "

@@ -9,9 +9,9 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from memstream import neo4j_auth
-from memstream.config import Settings
-from memstream.privacy import tenant_barrier
+from adapters import neo4j_auth
+from kernel.config import Settings
+from adapters.privacy import tenant_barrier
 
 
 def _configure(conn) -> None:
@@ -27,7 +27,7 @@ def _configure(conn) -> None:
 
 class _TenantBoundPool(ConnectionPool):
     """A pool whose every connection, when taken, is set to the tenant the current request is bound
-    to (memstream/privacy/tenant_barrier.py): one round trip per checkout."""
+    to (adapters/privacy/tenant_barrier.py): one round trip per checkout."""
 
     @contextmanager
     def connection(self, timeout: float | None = None):
@@ -50,7 +50,7 @@ class ReadModels:
 
     @cached_property
     def embedder(self):
-        from memstream.embedding import make_embedder
+        from adapters.embedding import make_embedder
         return make_embedder(self.settings)
 
     def embed_query(self, text: str) -> list[float]:

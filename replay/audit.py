@@ -17,9 +17,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from memstream.config import Settings
-from memstream.errors import InvalidEvent, MemstreamError
-from memstream.privacy import tenant_barrier
+from kernel.config import Settings
+from kernel.errors import InvalidEvent, MemstreamError
+from adapters.privacy import tenant_barrier
 from replay import stores
 from replay.fetch import fetch
 from schemas.codec import decode
@@ -234,7 +234,7 @@ def memory_audit(settings: Settings, memory_id: str, *, content: bool = True, ke
     and the turn), its parents (supersession, merges; recursively), children and links."""
     own_keys = keys is None and content
     if own_keys:
-        from memstream.privacy.keystore import KeyStore
+        from adapters.privacy.keystore import KeyStore
         keys = KeyStore(settings)
     try:
         reader = _Reader(settings, keys, content)
@@ -285,7 +285,7 @@ def user_timeline(settings: Settings, user: str, *, content: bool = False, keys=
     rows = _rows(settings, " AND ".join(where), tuple(params), limit)
     own_keys = keys is None and content
     if own_keys:
-        from memstream.privacy.keystore import KeyStore
+        from adapters.privacy.keystore import KeyStore
         keys = KeyStore(settings)
     try:
         reader = _Reader(settings, keys, content)

@@ -29,11 +29,11 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from memstream import watermarks
-from memstream.bus import LogReader
-from memstream.errors import InvalidEvent
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
+from kernel import watermarks
+from adapters.bus import LogReader
+from kernel.errors import InvalidEvent
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
 from projections.registry import build_projector
 from projections.runner import Item, Projector, TopicPart
 from replay.progress import Progress
@@ -52,7 +52,7 @@ class ReplayStats:
     undecodable: int = 0
     seconds: float = 0.0
     interrupted: bool = False
-    # decisions replayed, by the rules profile they were made under (memstream/domain/rules_profile.py)
+    # decisions replayed, by the rules profile they were made under (domain/rules_profile.py)
     rules_profiles: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -89,8 +89,8 @@ def topics_of(projector: Projector) -> frozenset[str]:
 
 
 def reader(kafka: dict, purpose: str = "replay") -> LogReader:
-    """A bounded log reader (memstream/bus.py); `kafka`: the client config of a principal
-    (memstream/kafka_auth.py). Its group is never committed: positions live in the stores. Big
+    """A bounded log reader (adapters/bus.py); `kafka`: the client config of a principal
+    (adapters/kafka_auth.py). Its group is never committed: positions live in the stores. Big
     fetches: a replay reads whole partitions."""
     return LogReader(kafka, purpose, idle_timeout_s=120.0,
                      **{"max.partition.fetch.bytes": 8 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024})

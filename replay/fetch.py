@@ -1,7 +1,7 @@
 """Fetch individual records from Kafka by position (topic, partition, offset).
 
 The audit index knows where every event is but holds no content; time travel and audits read the
-records themselves. Every partition involved is read at once (one LogReader, memstream/bus.py);
+records themselves. Every partition involved is read at once (one LogReader, adapters/bus.py);
 within a partition the wanted offsets are read in order, one read per stretch of nearby offsets,
 reading through small gaps rather than seeking again.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from memstream.bus import LogReader
-from memstream.config import Settings
-from memstream.kafka_auth import PUBLISHER, kafka_config
+from adapters.bus import LogReader
+from kernel.config import Settings
+from adapters.kafka_auth import PUBLISHER, kafka_config
 
 Pos = tuple[str, int, int]
 

@@ -4,7 +4,7 @@ Benchmarks, tests and what-if runs each write into a namespace of their own; thi
 operator sees what is there and takes one away without touching any other. A namespace `ns` owns:
 - Kafka: the topics and consumer groups named `ns.…` (its log, faust's changelogs and leader
   topics, every group of its workers and projectors) and the ACL bindings made for it
-  (memstream/kafka_auth.py: namespace_acls);
+  (adapters/kafka_auth.py: namespace_acls);
 - Postgres: the read-model schema `ns` and its shadows `ns__…` (rebuild, verify, what-if, time
   travel); in the key-store database the schema `ns` (data keys, erased users, API keys);
 - Neo4j: the nodes whose `ns` is `ns` or a generation `ns__…` (memories, positions, erasure
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import psycopg
 
-from memstream.config import Settings
-from memstream.errors import InvalidInput, MemstreamError
-from memstream.resilience import TRANSIENT, Unavailable, classify
+from kernel.config import Settings
+from kernel.errors import InvalidInput, MemstreamError
+from adapters.resilience import TRANSIENT, Unavailable, classify
 from replay import stores
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
@@ -107,7 +107,7 @@ def _outage_is_an_error(fn):
 
 def _admin(settings: Settings):
     from confluent_kafka.admin import AdminClient
-    from memstream.kafka_auth import ADMIN, kafka_config
+    from adapters.kafka_auth import ADMIN, kafka_config
     return AdminClient({**kafka_config(settings, ADMIN), "log_level": 0})
 
 
@@ -120,7 +120,7 @@ def _schemas(settings: Settings, database: str) -> list[str]:
 
 def _graph_counts(settings: Settings) -> dict[str, int]:
     """Nodes per generation (`ns` value), over the labels memstream writes."""
-    from memstream import neo4j_auth
+    from adapters import neo4j_auth
     out: dict[str, int] = {}
     with neo4j_auth.driver(settings, notifications_min_severity="OFF") as driver, driver.session() as s:
         for label in GRAPH_LABELS:
@@ -130,7 +130,7 @@ def _graph_counts(settings: Settings) -> dict[str, int]:
 
 
 def _files(settings: Settings, namespace: str) -> list[Path]:
-    from memstream.privacy.tenants import local_key_file
+    from adapters.privacy.tenants import local_key_file
     d = settings.stack_dir
     ns_settings = settings.model_copy(update={"namespace": namespace})
     found = [p for p in (d / "faust" / namespace, local_key_file(ns_settings)) if p.exists()]
@@ -144,7 +144,7 @@ def _acl_filters(namespace: str) -> list:
     """Filters matching exactly the bindings namespace_acls made for this namespace (not the shared
     ones every namespace gets, which other namespaces still use)."""
     from confluent_kafka.admin import AclBindingFilter
-    from memstream.kafka_auth import namespace_acls
+    from adapters.kafka_auth import namespace_acls
     shared = {str(b) for b in namespace_acls([])}
     return [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
                              b.permission_type) for b in namespace_acls([namespace]) if str(b) not in shared]
@@ -253,7 +253,7 @@ def drop(settings: Settings, namespace: str, force: bool = False, timeout: float
 
 def _drop_graph(settings: Settings, namespace: str, batch: int = 10_000) -> None:
     """In batches: one transaction over a million nodes would hold them all in Neo4j's heap."""
-    from memstream import neo4j_auth
+    from adapters import neo4j_auth
     with neo4j_auth.driver(settings, notifications_min_severity="OFF") as driver, driver.session() as s:
         for label in GRAPH_LABELS:
             while s.run(f"MATCH (n:{label}) WHERE n.ns = $ns OR n.ns STARTS WITH $shadow "

@@ -30,9 +30,9 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from memstream.config import Settings
-from memstream.errors import MemstreamError
-from memstream.kafka_auth import ADMIN, kafka_config
+from kernel.config import Settings
+from kernel.errors import MemstreamError
+from adapters.kafka_auth import ADMIN, kafka_config
 from projections.registry import PROJECTORS, build_projector
 from projections.runner import Projector, TopicPart
 from replay import stores
@@ -151,7 +151,7 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
     began = time.monotonic()
     own_keys = keys is None
     if own_keys:
-        from memstream.privacy.keystore import KeyStore
+        from adapters.privacy.keystore import KeyStore
         keys = KeyStore(settings)
     shadow = stores.shadow_settings(settings, "shadow")
     driver = stores.graph_driver(settings) if stores.GRAPH in names else None

@@ -24,10 +24,10 @@ from datetime import datetime
 
 import orjson
 
-from memstream.bus import EventProducer
-from memstream.config import Settings
-from memstream.errors import InvalidEvent
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.bus import EventProducer
+from kernel.config import Settings
+from kernel.errors import InvalidEvent
+from adapters.kafka_auth import ADMIN, kafka_config
 from replay.engine import reader
 from schemas.codec import KeyRing, encode
 from schemas.records import decode_confluent
@@ -72,7 +72,7 @@ def _fact_ids(settings: Settings, since: datetime | None) -> set[str]:
 
 def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embedder=None,
               dry_run: bool = False) -> ReextractReport:
-    from memstream.embedding import make_embedder
+    from adapters.embedding import make_embedder
     from streams.extraction_core import RuleExtractor
     report = ReextractReport(dry_run=dry_run)
     present_ids = _fact_ids(settings, since)

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
-from memstream import neo4j_auth
-from memstream.config import Settings
-from memstream.errors import MemstreamError
+from adapters import neo4j_auth
+from kernel.config import Settings
+from kernel.errors import MemstreamError
 from projections import graph_generation, pg
 from projections.runner import Projector, TopicPart
 

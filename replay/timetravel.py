@@ -29,8 +29,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from memstream.config import Settings
-from memstream.errors import InvalidEvent, MemstreamError
+from kernel.config import Settings
+from kernel.errors import InvalidEvent, MemstreamError
 from projections.runner import Item
 from replay import stores
 from replay.fetch import fetch
@@ -63,7 +63,7 @@ def snapshot(settings: Settings, user: str, at: datetime, keys=None):
     _check(at)
     own_keys = keys is None
     if own_keys:
-        from memstream.privacy.keystore import KeyStore
+        from adapters.privacy.keystore import KeyStore
         keys = KeyStore(settings)
     shadow = stores.shadow_settings(settings, "asof_" + uuid.uuid4().hex[:10])
     from replay.rebuild import make_projector

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from memstream.config import Settings
-from memstream.kafka_auth import ADMIN, kafka_config
+from kernel.config import Settings
+from adapters.kafka_auth import ADMIN, kafka_config
 from projections import graph_generation, pg
 from replay import stores
 from replay.diff import diff_graph, diff_table
@@ -81,7 +81,7 @@ def verify(settings: Settings, projection: str | list[str] = "all", *, keys=None
     names = resolve_names(projection)
     own_keys = keys is None
     if own_keys:
-        from memstream.privacy.keystore import KeyStore
+        from adapters.privacy.keystore import KeyStore
         keys = KeyStore(settings)
     shadow = stores.shadow_settings(settings, "verify")
     generation = shadow.namespace

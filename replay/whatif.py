@@ -3,7 +3,7 @@
 `memstream replay whatif --name NAME --set dedup_threshold=0.9 --set decay_rate=0.99 …`
 
 1. Settings with the overrides (validated like the environment variables they stand for) give
-   the memory rules (memstream.domain.memory_rules.Rules.from_settings).
+   the memory rules (domain.memory_rules.Rules.from_settings).
 2. The live log's facts topic, and the memory processor's inputs on the memory topic (erasures,
    forgetting, recalls, decay ticks), are read partition by partition in append order (the
    two topics merged by record timestamp, as the live processor met them) and fed to the live
@@ -17,7 +17,7 @@
    with MEMSTREAM_NAMESPACE=<ns>__whatif_<NAME> MEMSTREAM_LOG_NAMESPACE=<ns>.whatif-<NAME>.
 5. The report: decisions by type, live vs what-if; how many facts (and ticks) were decided
    differently, with examples; memory items by status and preferences, live vs what-if; the
-   rules profile the what-if decided under (memstream/domain/rules_profile.py), and the profiles
+   rules profile the what-if decided under (domain/rules_profile.py), and the profiles
    the live decisions it compares against were made under, with the settings where they differ
    (from the log's rules.adopted events). The what-if's own decisions carry its profile's hash.
 With no overrides the what-if reproduces the live decisions exactly (same ids, same values): a
@@ -36,15 +36,15 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 
-from memstream import watermarks
-from memstream.bus import LogReader, producer_config
-from memstream.config import InvalidValue, Settings
-from memstream.domain.memory_state import Rules
-from memstream.domain.rules_profile import differences, profile_hash, profile_of
-from memstream.errors import ConfigError, InvalidEvent, MemstreamError
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
-from memstream.resilience import Backoff
+from kernel import watermarks
+from adapters.bus import LogReader, producer_config
+from kernel.config import InvalidValue, Settings
+from domain.memory_state import Rules
+from domain.rules_profile import differences, profile_hash, profile_of
+from kernel.errors import ConfigError, InvalidEvent, MemstreamError
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
+from adapters.resilience import Backoff
 from replay import stores
 from replay.audit import _rows, summary
 from schemas.peek import peek

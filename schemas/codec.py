@@ -28,8 +28,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
 
-from memstream.errors import InvalidEvent, InvalidInput, UnknownEventVersion
-from memstream.ids import random_bytes, uuid7
+from kernel.errors import InvalidEvent, InvalidInput, UnknownEventVersion
+from kernel.ids import random_bytes, uuid7
 from schemas.envelope import SEAL_VERSION, Envelope, WireEnvelope
 from schemas.events import LATEST, REGISTRY, EventData
 from schemas.limits import check_id

@@ -39,7 +39,7 @@ class EventData(BaseModel):
 
 class DecisionData(EventData):
     """A memory processor's decision: it names the rules profile it was made under
-    (memstream/domain/rules_profile.py; the profile itself is in a `rules.adopted` event).
+    (domain/rules_profile.py; the profile itself is in a `rules.adopted` event).
     Additive and optional: decisions written before provenance existed read with None."""
     rules_profile: str | None = Field(None, pattern=r"^[0-9a-f]{12}$", description=(
         "Hash of the rules profile (the settings that change decisions) this decision was made under; "
@@ -167,7 +167,7 @@ class FactExtracted(EventData):
     embedding: list[float]
     embed_model: str
     # The date the fact's happening resolves to, when the turn named one relative to its own time
-    # ("last week" → ISO date of that week; memstream/domain/text.py relative_dates). Additive, optional.
+    # ("last week" → ISO date of that week; domain/text.py relative_dates). Additive, optional.
     event_date: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
     # Scoping (issue 25), additive and optional: which agent and which run it belongs to, and a
     # caller's flat metadata (schemas/limits.py; sealed with the content, it may be personal).
@@ -453,7 +453,7 @@ IsoDate = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]
 
 
 class EntityMention(BaseModel):
-    """An entity as a clause names it (memstream/domain/entities.py Mention)."""
+    """An entity as a clause names it (domain/entities.py Mention)."""
     model_config = ConfigDict(frozen=True, extra="forbid")
     type: EntityType
     name: str | None = Field(None, min_length=1, max_length=200)
@@ -462,7 +462,7 @@ class EntityMention(BaseModel):
 
 
 class RelationClaim(BaseModel):
-    """One relation a clause states (memstream/domain/entities.py RelationDraft)."""
+    """One relation a clause states (domain/entities.py RelationDraft)."""
     model_config = ConfigDict(frozen=True, extra="forbid")
     subject: EntityMention
     predicate: Predicate

@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from memstream.errors import InvalidInput
+from kernel.errors import InvalidInput
 
 ID_MAX_CHARS = 200
 # Anything but C0 controls, DEL and C1 controls; a JSON Schema / OpenAPI `pattern` (ECMA and Rust regex alike).

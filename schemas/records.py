@@ -11,7 +11,7 @@ What a record must be, beyond a valid envelope (schemas/codec.py: decode):
    9999-12-31 would make consolidation decay, archive and expire every later memory of the user.
 
 The append time is the record's broker timestamp (the topics use LogAppendTime:
-memstream/topology.py), which is stored in the log: the check reads no clock, so a rebuild, a
+adapters/topology.py), which is stored in the log: the check reads no clock, so a rebuild, a
 verify or a what-if years later decides exactly as the live stage did (law 2). A record without a
 broker timestamp (none available) is checked for its key and the epoch only.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
-from memstream.errors import InvalidEvent
+from kernel.errors import InvalidEvent
 from schemas.codec import KeyRing, decode
 from schemas.envelope import Envelope
 from schemas.events import EventData

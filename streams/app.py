@@ -1,6 +1,6 @@
 """Shared wiring for the faust apps: one app (= one consumer group) per processor.
 
-Failure semantics of every agent (memstream/resilience.py; `Guard` below):
+Failure semantics of every agent (adapters/resilience.py; `Guard` below):
 - poison (a record that cannot be decoded or validated, whose key is not its envelope's user, or
   that a step rejects as invalid): dead-lettered with reason and position; the stream goes on.
 - transient (the key store's Postgres, the broker): the same record (or batch) is retried in
@@ -34,13 +34,13 @@ import sys
 
 import faust
 
-from memstream import metrics, resilience, topology
-from memstream.crash_ledger import CrashLedger, ledger_path
-from memstream.kafka_auth import WORKER, faust_credentials, kafka_config
-from memstream.bus import dead_letter_key, dead_letter_record
-from memstream.config import Settings
-from memstream.errors import ConfigError, InvalidEvent, UserErased
-from memstream.resilience import DROPPED, POISON, TRANSIENT, Backoff, classify
+from adapters import metrics, resilience, topology
+from adapters.crash_ledger import CrashLedger, ledger_path
+from adapters.kafka_auth import WORKER, faust_credentials, kafka_config
+from adapters.bus import dead_letter_key, dead_letter_record
+from kernel.config import Settings
+from kernel.errors import ConfigError, InvalidEvent, UserErased
+from adapters.resilience import DROPPED, POISON, TRANSIENT, Backoff, classify
 from schemas.codec import KeyRing, encode
 from schemas.records import decode_record
 from streams import faust_adapter
@@ -91,7 +91,7 @@ def _check_writable(datadir) -> None:
 
 
 def changelog_configs(settings: Settings) -> dict[str, str]:
-    """Topic configs of every state changelog (memstream/topology.py says why these)."""
+    """Topic configs of every state changelog (adapters/topology.py says why these)."""
     return topology.changelog_config(settings)
 
 
@@ -144,7 +144,7 @@ class DeadLetters:
 
     async def send(self, event, exc: BaseException) -> None:
         """Dead-letter one record and wait until the dead letter is delivered (an oversized or
-        key-less record keeps only its digest: memstream/bus.py)."""
+        key-less record keeps only its digest: adapters/bus.py)."""
         msg = event.message
         reason = exc.reason if isinstance(exc, InvalidEvent) else f"{self.consumer} cannot process it: {type(exc).__name__}: {exc}"
         log.warning("dead-letter %s:%s:%s (%s): %s", msg.topic, msg.partition, msg.offset, self.consumer, reason[:300])
@@ -182,7 +182,7 @@ def position(event) -> tuple[str, int, int]:
 class Guard:
     """Runs one unit of an agent's work (a record, or a batch) under the failure semantics above.
 
-    With a crash ledger (memstream/crash_ledger.py), `units` marks each unit in flight and takes a
+    With a crash ledger (adapters/crash_ledger.py), `units` marks each unit in flight and takes a
     batch apart where the last process died; `crash_looped` dead-letters a record that has killed
     the worker `crash_loop_limit` times, so its partition moves on.
     """

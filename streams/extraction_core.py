@@ -4,8 +4,8 @@ Both channels are plain classes, driven by thin faust agents (streams/extractor.
 streams/llm_extractor.py) and testable in-process:
 
   RuleExtractor  the offline channel: rule patterns and third-person statements
-                 (memstream/domain/extraction.py, statements.py), and a turn's relation claims
-                 (relations.extracted: memstream/domain/relation_extraction.py, #26), embedded in one batch, synchronous — the
+                 (domain/extraction.py, statements.py), and a turn's relation claims
+                 (relations.extracted: domain/relation_extraction.py, #26), embedded in one batch, synchronous — the
                  agent runs it off the event loop, so a long turn never holds up other partitions;
   LlmExtractor   the LLM channel: an OpenAI-compatible endpoint (streams/llm_channel.py), only the
                  facts the offline channel does not already have, classified, then embedded.
@@ -21,12 +21,12 @@ import re
 
 from pydantic import ValidationError
 
-from memstream.domain.classification import classify
-from memstream.domain.entities import RelationDraft
-from memstream.domain.extraction import FactDraft, extract_facts, extract_rules
-from memstream.domain.relation_extraction import extract_relations
-from memstream.embedding import Embedder
-from memstream.ids import derived_id
+from domain.classification import classify
+from domain.entities import RelationDraft
+from domain.extraction import FactDraft, extract_facts, extract_rules
+from domain.relation_extraction import extract_relations
+from adapters.embedding import Embedder
+from kernel.ids import derived_id
 from schemas.codec import make_envelope
 from schemas.envelope import Envelope
 from schemas.events import (EntityMention, FactExtracted, MemoryStated, RelationClaim, RelationsExtracted,

@@ -170,10 +170,10 @@ class FetchedRecord:
 
 def fetch_range(kafka: dict, topic: str, partition: int, start: int, end: int,
                 timeout: float = 15.0) -> list[FetchedRecord]:
-    """Records [start, end) of one partition, read with the one bounded reader (memstream/bus.py
+    """Records [start, end) of one partition, read with the one bounded reader (adapters/bus.py
     LogReader) under a group of our own. A read cut short (the broker not answering within
     `timeout`) returns what it read: the healer checks the hole again on its next round."""
-    from memstream.bus import LogReader, LogReadError
+    from adapters.bus import LogReader, LogReadError
     out: list[FetchedRecord] = []
     try:
         with LogReader(kafka, group_id="memstream-offset-guard", idle_timeout_s=timeout) as reader:

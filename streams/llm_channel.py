@@ -3,7 +3,7 @@ classification fallback.
 
 It is built to be the weak link that never breaks the chain: bounded concurrency (a semaphore),
 a per-call timeout, our own bounded retries waiting with the one retry policy
-(memstream.resilience.Backoff: capped exponential backoff, each delay × U(0.5, 1], from
+(adapters.resilience.Backoff: capped exponential backoff, each delay × U(0.5, 1], from
 `backoff_s` up to `backoff_max_s`), and JSON output
 validated against a schema. Every failure is counted and logged, and ends in `None` for the
 caller, never an exception: an endpoint that is down costs facts, not the worker.
@@ -27,16 +27,16 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memstream import metrics
-from memstream.config import Settings
-from memstream.domain.classification import CATEGORIES
-from memstream.domain.entities import RELATIONS
-from memstream.resilience import Backoff
+from adapters import metrics
+from kernel.config import Settings
+from domain.classification import CATEGORIES
+from domain.entities import RELATIONS
+from adapters.resilience import Backoff
 
 log = logging.getLogger("memstream.llm")
 
 # -- the prompts: the one place they live ------------------------------------------------------
-# Keys follow the rule channel's conventions (memstream/domain/extraction.py) so the extractor can
+# Keys follow the rule channel's conventions (domain/extraction.py) so the extractor can
 # drop facts the rules already produced and the preference table gets one key per slot whichever
 # channel found it. The turn is passed as data in the user message, never mixed into the
 # instructions, so text in the turn cannot rewrite them. Chinese turns get Chinese content
@@ -234,7 +234,7 @@ class LlmClient:
         return await self._ask_json(EXTRACTION_PROMPT, text, LlmExtraction, "extract")
 
     async def summarize(self, text: str, max_chars: int) -> str | None:
-        """A session's rolling summary (see memstream/domain/sessions.py); None when there was no usable answer."""
+        """A session's rolling summary (see domain/sessions.py); None when there was no usable answer."""
         out = await self._ask_json(SESSION_SUMMARY_PROMPT % max_chars, text, LlmSummary, "summarize")
         return None if out is None or not out.summary.strip() else out.summary.strip()[:max_chars]
 
@@ -314,7 +314,7 @@ class LlmClient:
 
     def _backoff(self, retry: int) -> float:
         """The wait before retry number `retry` (1: the first): the one retry policy
-        (memstream.resilience.Backoff), "equal jitter": half of backoff_s * 2**(retry-1), capped at
+        (adapters.resilience.Backoff), "equal jitter": half of backoff_s * 2**(retry-1), capped at
         backoff_max_s, is fixed and half random, so retries from many turns spread out but never
         come back immediately."""
         return self._policy.delay(retry - 1)

@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from memstream import metrics
-from memstream.config import Settings
-from memstream.embedding import Embedder
-from memstream.privacy.keystore import KeyStore
+from adapters import metrics
+from kernel.config import Settings
+from adapters.embedding import Embedder
+from adapters.privacy.keystore import KeyStore
 from streams.app import DeadLetters, Guard, encode_or_drop, fatal, make_app, raw_topic, user_turns
 from streams.extraction_core import LlmExtractor
 from streams.llm_channel import LlmClient

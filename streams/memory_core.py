@@ -20,7 +20,7 @@ What it reads (`on_fact`, `on_control`):
                    preference.set) and, every `consolidation_every` stores, consolidate;
   relations.extracted  on the facts topic: resolve a turn's mentions to the user's entities and
                    decide entity.observed / relation.asserted / relation.ended (#26,
-                   memstream/domain/relation_rules.py);
+                   domain/relation_rules.py);
   on the memory topic, its own output comes back and is ignored, except
   user.erased / user.forgotten  drop the user's state and ledger;
   memory.forgotten              the memories leave the window and ledger;
@@ -38,15 +38,15 @@ from typing import Protocol
 
 import orjson
 
-from memstream import metrics
-from memstream.config import Settings
-from memstream.domain.consolidation import consolidate, consolidation_due, forget, recalled
-from memstream.domain.ledger import BUCKETS, Ledger
-from memstream.domain.memory_rules import decide
-from memstream.domain.memory_state import Decision, Rules, UserState
-from memstream.domain.relation_rules import GraphState, decide_relations
-from memstream.domain.rules_profile import rules_hash
-from memstream.ids import derived_id
+from adapters import metrics
+from kernel.config import Settings
+from domain.consolidation import consolidate, consolidation_due, forget, recalled
+from domain.ledger import BUCKETS, Ledger
+from domain.memory_rules import decide
+from domain.memory_state import Decision, Rules, UserState
+from domain.relation_rules import GraphState, decide_relations
+from domain.rules_profile import rules_hash
+from kernel.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
 from schemas.events import DecisionData, MemoryCreated
@@ -116,7 +116,7 @@ class MemoryCore:
     """Per-event steps of the memory processor over a pair of key-value state stores.
 
     `states` maps user → the user's state; `ledgers` maps (user, bucket) → one ledger bucket
-    (memstream/domain/ledger.py), so a decision rewrites only the buckets it touched. Keys and
+    (domain/ledger.py), so a decision rewrites only the buckets it touched. Keys and
     values are bytes: a faust table and a dict both fit.
     """
 
@@ -221,7 +221,7 @@ class MemoryCore:
         # 2. The decisions go out before the state is saved (see the module's docstring).
         yield from self._out(fact.user, decisions, fact, fact.correlation)
         # 3. Every N stores, consolidation — after the fact's own decisions, so the fact is never
-        #    late for it (its cost is bounded: memstream/domain/consolidation.py).
+        #    late for it (its cost is bounded: domain/consolidation.py).
         if consolidation_due(state, self.rules):
             yield from self._out(fact.user, consolidate(state, self.rules, state.clock), fact, fact.correlation)
         # 4. Save the state.

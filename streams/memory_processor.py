@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import logging
 
-from memstream import metrics, watermarks
-from memstream.config import Settings
-from memstream.domain.memory_state import Rules
-from memstream.domain.rules_profile import profile_of
-from memstream.embedding import Embedder
-from memstream.privacy.keystore import KeyStore
+from adapters import metrics
+from kernel import watermarks
+from kernel.config import Settings
+from domain.memory_state import Rules
+from domain.rules_profile import profile_of
+from adapters.embedding import Embedder
+from adapters.privacy.keystore import KeyStore
 from schemas.codec import encode
 from streams.faust_adapter import appended_ms
 from streams.app import DeadLetters, Guard, decode_keyed, fatal, make_app, raw_topic, report_table_sizes, state_table

@@ -5,7 +5,7 @@ decoded envelopes and return events; whoever drives them — the faust agents, w
 (replay/whatif.py), the fast tier's in-memory pipeline (tests/fast/inmemory.py) — reads records,
 decides which ones a core gets, decodes them here, and routes what comes back.
 
-- `partition_of`: the partition Kafka's default partitioner gives a key (memstream/bus.py:
+- `partition_of`: the partition Kafka's default partitioner gives a key (adapters/bus.py:
   every producer here partitions alike); `partitioner(n)` is the function a memory core is given
   to answer a tick's "which users are on partition p".
 - `memory_input`: a raw memory-topic record → the decoded event the memory core acts on, or None
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from aiokafka.partitioner import murmur2
 
-from memstream.errors import InvalidEvent
+from kernel.errors import InvalidEvent
 from schemas.codec import KeyRing
 from schemas.envelope import Envelope
 from schemas.peek import peek_type

@@ -2,7 +2,7 @@
 
 Two memory workers whose environments differ would decide differently from the same facts, each
 for its own partitions, silently. So before the worker joins its consumer group, it reads which
-rules profile (memstream/domain/rules_profile.py) governs each partition of the memory topic:
+rules profile (domain/rules_profile.py) governs each partition of the memory topic:
 the profile of the partition's newest record that is either a memory-processor decision (its
 `rules_profile`) or a `rules.adopted` event. A partition governed by another profile makes the
 worker refuse (ProfileMismatch: the message names each differing setting, old and new value;
@@ -30,11 +30,11 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Producer
 
-from memstream.bus import LogReader, producer_config
-from memstream.config import Settings
-from memstream.domain.rules_profile import (ProfileMismatch, describe_differences, differences, env_name,
+from adapters.bus import LogReader, producer_config
+from kernel.config import Settings
+from domain.rules_profile import (ProfileMismatch, describe_differences, differences, env_name,
                                             profile_hash)
-from memstream.kafka_auth import WORKER, kafka_config
+from adapters.kafka_auth import WORKER, kafka_config
 from schemas.codec import KeyRing, encode, make_envelope
 from schemas.peek import peek
 from schemas.events import ALL_EVENTS, DecisionData, RulesAdopted

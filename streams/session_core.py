@@ -4,7 +4,7 @@ The faust agent (streams/session_summarizer.py) decodes each record of the turns
 turn to `SessionCore.on_turn` and sends what comes back; the fast tier drives it over dicts
 (tests/fast/test_session_core.py). The state lives in one mapping of bytes to bytes (a faust
 table live), every value sealed with the user's data key: per (user, session) the messages not
-yet summarised and the rolling summary (memstream/domain/sessions.py), and under `user\\x00` the
+yet summarised and the rolling summary (domain/sessions.py), and under `user\\x00` the
 user's open sessions.
 
 `on_turn` is an async generator of `Outgoing` records, as the memory core's steps are generators:
@@ -29,11 +29,11 @@ from datetime import UTC, datetime
 
 import orjson
 
-from memstream.config import Settings
-from memstream.domain.sessions import (EPISODE_IMPORTANCE, SessionState, add_turn, as_text, episode_content,
+from kernel.config import Settings
+from domain.sessions import (EPISODE_IMPORTANCE, SessionState, add_turn, as_text, episode_content,
                                       extractive_summary, fold, idle_sessions, last_time, tell, untold)
-from memstream.embedding import Embedder
-from memstream.ids import derived_id
+from adapters.embedding import Embedder
+from kernel.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
 from schemas.envelope import Envelope
 from schemas.events import FactExtracted, SessionSummarized

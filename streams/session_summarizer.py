@@ -2,7 +2,7 @@
 
 It reads the turns topic (co-partitioned with facts and memory: key = user id, so one instance
 decides for each user) and keeps per-(user, session) state in its own sealed table: the messages
-not yet summarised and the rolling summary (memstream/domain/sessions.py). When the window
+not yet summarised and the rolling summary (domain/sessions.py). When the window
 overflows by a chunk, the older messages are summarised — through the LLM channel when
 MEMSTREAM_LLM_BASE_URL is set (bounded, timed out, retried; see streams/llm_channel.py), else, or
 when the LLM gives no usable answer, extractively — and the summary is recorded once in a
@@ -11,7 +11,7 @@ window). Replay reads that event and never summarises again. The session-windows
 
 Episodes: each summarised chunk, and a session that went idle (the user speaks in another
 session `session_idle_minutes` after its last message), becomes a `fact.extracted` of category
-`episodic` on the facts topic (memstream/domain/sessions.py decides which messages; the
+`episodic` on the facts topic (domain/sessions.py decides which messages; the
 embedding is computed here, once), so the memory processor keeps what a session was about as a
 memory, recallable across sessions. Each user's open sessions are kept in the same table under
 the key `user\x00`.
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import logging
 
-from memstream import watermarks
-from memstream.config import Settings
-from memstream.embedding import Embedder
-from memstream.errors import InvalidEvent
+from kernel import watermarks
+from kernel.config import Settings
+from adapters.embedding import Embedder
+from kernel.errors import InvalidEvent
 from schemas.codec import KeyRing, encode
 from streams.app import DeadLetters, Guard, decode_keyed, fatal, raw_topic, state_table
 from streams.llm_channel import LlmClient

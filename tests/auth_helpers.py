@@ -1,15 +1,15 @@
 """API keys for tests that call the HTTP API: an admin key per namespace, and keys made to measure."""
 from __future__ import annotations
 
-from memstream.config import Settings
-from memstream.privacy.tenants import SCOPES
+from kernel.config import Settings
+from adapters.privacy.tenants import SCOPES
 
 _ADMIN: dict[str, str] = {}
 
 
 def make_key(settings: Settings, tenant: str = "default", scopes=SCOPES, user: str | None = None,
              name: str = "tests") -> str:
-    from memstream.privacy.apikeys import ApiKeys
+    from adapters.privacy.apikeys import ApiKeys
     store = ApiKeys(settings, role="owner")   # creating keys is the operator's (the API role only verifies)
     try:
         return store.create(tenant, scopes, user=user, name=name)[1]

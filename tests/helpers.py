@@ -64,7 +64,7 @@ _FAULT_STACK_STARTED: list = []
 
 def fault_stack_settings(namespace: str):
     """Settings of the private fault stack for `namespace` (its children get FAULT_STACK_ENV)."""
-    from memstream.config import Settings
+    from kernel.config import Settings
     return Settings(namespace=namespace, stack_dir=_Path(FAULT_STACK_ENV["MEMSTREAM_STACK_DIR"]),
                     kafka_port=int(FAULT_STACK_ENV["MEMSTREAM_KAFKA_PORT"]),
                     kafka_controller_port=int(FAULT_STACK_ENV["MEMSTREAM_KAFKA_CONTROLLER_PORT"]),
@@ -78,7 +78,7 @@ def fault_stack_up(settings, request=None) -> None:
     session-scoped fixture's)."""
     import time as _time
 
-    from memstream.config import get_settings
+    from kernel.config import get_settings
     from memstream.stack import services
     from memstream.stack.process import Layout
     layout = Layout.of(settings)
@@ -208,7 +208,7 @@ def end_offsets(settings, topics: list[str]) -> int:
     """Sum of the high watermarks of the namespace's `topics` (logical names)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from memstream.kafka_auth import ADMIN, kafka_config
+    from adapters.kafka_auth import ADMIN, kafka_config
     c = Consumer({**kafka_config(settings, ADMIN), "group.id": "memstream-faults-probe"})
     try:
         total = 0
@@ -236,8 +236,8 @@ class KeepsPublishing:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        from memstream.errors import UserErased
-        from memstream.sdk import MemoryClient
+        from kernel.errors import UserErased
+        from adapters.sdk import MemoryClient
         with MemoryClient(self.settings) as own:
             i = 0
             while not self._stop.is_set():

@@ -1,11 +1,11 @@
-"""Reading topics back in tests, with the product's own bounded reader (memstream/bus.py LogReader)."""
+"""Reading topics back in tests, with the product's own bounded reader (adapters/bus.py LogReader)."""
 from __future__ import annotations
 
 import uuid
 
-from memstream.bus import LogReader, read_dead_letters
-from memstream.config import Settings
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.bus import LogReader, read_dead_letters
+from kernel.config import Settings
+from adapters.kafka_auth import ADMIN, kafka_config
 
 
 def read_all(settings: Settings, topic: str, timeout: float = 60.0) -> list:

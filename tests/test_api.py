@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from memstream.errors import MemstreamError
+from kernel.errors import MemstreamError
 from memstream.http_client import AsyncMemoryApi, MemoryApi
 from memstream.app.workers import worker_command
 from tests.auth_helpers import bearer
@@ -101,7 +101,7 @@ def test_other_4xx_and_the_openapi_document(api_url, admin_key):
 def test_publishing_for_an_erased_user_is_a_410_not_a_500(settings, api_url, admin_key):
     """Erasure is final: the key store never creates a key for an erased user again, and the API
     says so (410, declared in the OpenAPI) instead of failing on the missing key."""
-    from memstream.erasure import erase_user
+    from adapters.erasure import erase_user
     user = unique_user("gone")
     auth = bearer(admin_key)
     turn = {"user": user, "session": "s1", "role": "user", "content": "I like tea"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import secrets
 
-from memstream.privacy import apikeys
-from memstream.privacy.apikeys import ApiKeys
+from adapters.privacy import apikeys
+from adapters.privacy.apikeys import ApiKeys
 from tests.auth_helpers import make_key
 
 

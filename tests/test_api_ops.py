@@ -84,7 +84,7 @@ def test_readyz_names_the_failing_check(settings, tmp_path):
     namespace of its own, so the session pipeline reads none of the records made here."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from memstream.kafka_auth import ADMIN, kafka_config
+    from adapters.kafka_auth import ADMIN, kafka_config
     s = settings.model_copy(update={"namespace": settings.namespace + "_ready"})
     try:
         with running_api(s, tmp_path, MEMSTREAM_NAMESPACE=s.namespace, MEMSTREAM_READY_MAX_LAG="1") as (url, _):

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from memstream.bus import EventProducer
-from memstream.erasure import erase_user
-from memstream.ids import uuid7
+from adapters.bus import EventProducer
+from adapters.erasure import erase_user
+from kernel.ids import uuid7
 from memstream.app.workers import worker_command
-from memstream.kafka_auth import ADMIN
+from adapters.kafka_auth import ADMIN
 from projections.queries import audit_events, memories
 from replay.audit import ERASED, NotFound, memory_audit, render_memory, user_timeline
 from schemas.codec import encode, make_envelope

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from memstream.erasure import erase_user
+from adapters.erasure import erase_user
 from projections.audit_index import AuditIndexProjector
 from projections.queries import audit_events, memories, session_window, task_status, task_steps
 from projections.runner import Item, ProjectorRunner

@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from memstream import topology
-from memstream.bus import ensure_topics
-from memstream.config import get_settings
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters import topology
+from adapters.bus import ensure_topics
+from kernel.config import get_settings
+from adapters.kafka_auth import ADMIN, kafka_config
 from tests.helpers import wait_for
 from streams.app import changelog_configs
 from streams.memory_processor import build

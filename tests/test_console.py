@@ -21,9 +21,9 @@ import pytest
 from confluent_kafka import Producer
 
 from memstream.app.workers import worker_command
-from memstream.bus import producer_config
-from memstream.kafka_auth import ADMIN
-from memstream.privacy.tenants import SCOPES
+from adapters.bus import producer_config
+from adapters.kafka_auth import ADMIN
+from adapters.privacy.tenants import SCOPES
 from tests.auth_helpers import bearer, make_key
 from tests.helpers import unique_user, wait_for
 
@@ -167,7 +167,7 @@ def test_login_refuses_a_bad_key_and_keeps_a_good_one_in_an_httponly_strict_cook
 
 
 def test_a_revoked_key_ends_the_console_session(browser, api_url, world, settings):
-    from memstream.privacy.apikeys import ApiKeys
+    from adapters.privacy.apikeys import ApiKeys
     key = make_key(settings, "default", ("memory:read",), name="console-revoked")
     sign_in(browser, api_url, key)
     load(browser, f"{api_url}/console/users/{world['user']}/memories")
@@ -309,7 +309,7 @@ def rel_world(settings):
     from fastapi.testclient import TestClient
 
     from memstream.app.api import create_app
-    from memstream.privacy.keystore import KeyStore
+    from adapters.privacy.keystore import KeyStore
     from tests.test_relations import end, ent, project, rel, t
     from tests.test_replay import namespace, publish_all
     ns = namespace(settings, "relcon")
@@ -395,7 +395,7 @@ def test_people_and_places_renders_in_a_browser(browser, api_url, world, setting
     """The entity drawing in chromium: published into the pipeline's namespace, projected by its
     pg-relations projector. A name in Chinese is in the SVG's text (it shows as glyphs only where a
     CJK font is installed; the DOM text is checked either way)."""
-    from memstream.privacy.keystore import KeyStore
+    from adapters.privacy.keystore import KeyStore
     from tests.test_relations import ent, rel, t
     from tests.test_replay import publish_all
     keys = KeyStore(settings)

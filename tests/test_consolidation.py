@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memstream.services.forget import forget_memory
+from services.forget import forget_memory
 from memstream.app.ticker import TICKER_USER, publish_ticks
 from projections.queries import audit_events, preferences
 from streams.routing import partition_of

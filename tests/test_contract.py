@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 
-from memstream.errors import InvalidEvent, UnknownEventVersion
+from kernel.errors import InvalidEvent, UnknownEventVersion
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import FactExtracted, TurnRecorded, TurnRecordedV1
 from tests.helpers import unique_user
@@ -91,8 +91,8 @@ def test_erased_key_reads_as_erased_not_as_error(keys):
 
 
 def test_master_key_rotation_rewraps_without_touching_events(settings):
-    from memstream.privacy.keystore import KeyStore
-    from memstream.privacy.masterkeys import new_master_key_line, parse_master_keys
+    from adapters.privacy.keystore import KeyStore
+    from adapters.privacy.masterkeys import new_master_key_line, parse_master_keys
     # A namespace of its own: rotation re-wraps every key of a namespace, and the running
     # workers of this session must keep reading theirs with the configured master key.
     own = settings.model_copy(update={"namespace": settings.namespace + "_rot"})

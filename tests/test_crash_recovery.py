@@ -12,9 +12,9 @@ import threading
 import time
 
 from bench.synthetic import decided_events
-from memstream.bus import EventProducer, ensure_topics
-from memstream.kafka_auth import ADMIN
-from memstream.privacy.keystore import KeyStore
+from adapters.bus import EventProducer, ensure_topics
+from adapters.kafka_auth import ADMIN
+from adapters.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector
 from memstream.app.workers import worker_command
 from projections import pg

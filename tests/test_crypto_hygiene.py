@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 
-from memstream.errors import InvalidEvent
+from kernel.errors import InvalidEvent
 from projections.queries import memories
 from schemas.codec import CONTROL_TYPES, decode, encode, make_envelope
 from schemas.events import LATEST, FactExtracted, MemoryCreated, TurnRecorded, UserErased
@@ -119,10 +119,10 @@ def test_control_types_seal_nothing_and_are_signed(keys):
 # -- erasure stays erased: no key is ever created again ---------------------------------------
 
 def test_no_key_is_ever_created_for_an_erased_user(keys, settings):
-    from memstream.bus import dead_letter_record
-    from memstream.errors import UserErased as Erased
-    from memstream.privacy.keystore import KeyStore
-    from memstream.resilience import DROPPED, classify
+    from adapters.bus import dead_letter_record
+    from kernel.errors import UserErased as Erased
+    from adapters.privacy.keystore import KeyStore
+    from adapters.resilience import DROPPED, classify
 
     user = unique_user("gone")
     keys.key_for_write(user)

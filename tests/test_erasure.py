@@ -6,10 +6,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memstream import neo4j_auth
-from memstream.bus import EventProducer
-from memstream.erasure import erase_user
-from memstream.kafka_auth import ADMIN
+from adapters import neo4j_auth
+from adapters.bus import EventProducer
+from adapters.erasure import erase_user
+from adapters.kafka_auth import ADMIN
 from projections.queries import memories, preferences
 from schemas.codec import decode, open_blob
 from schemas.events import LATEST
@@ -137,7 +137,7 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
     dropped its cached key), and no memory, preference or graph row of theirs reappears."""
     import time
 
-    from memstream.errors import UserErased as Erased
+    from kernel.errors import UserErased as Erased
     from schemas.codec import encode, make_envelope
     from schemas.events import TurnRecorded
 
@@ -171,7 +171,7 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
     assert not memories(settings, user) and not preferences(settings, user) and graph_nodes(settings, user) == 0
     assert not keys.has_key(user)
     # the extractor counted the erased user's turns it dropped (at least the 5 in flight)
-    from memstream.resilience import read_health
+    from adapters.resilience import read_health
     wait_for(lambda: read_health(settings).get("extractor", {}).get("components", {}).get("extractor", {})
              .get("dropped_erased", 0) >= len(in_flight), what="the extractor's dropped_erased count in its health")
 
@@ -179,7 +179,7 @@ def test_erasure_stays_erased_while_the_user_keeps_publishing(settings, client, 
 def test_erasure_reaches_the_namespaces_shadows(settings, client, keys, pipeline):
     """A shadow made before the erasure (what `replay verify --keep` or a what-if leaves: read
     models no live projector keeps, so they never read `user.erased`) loses the user's rows too."""
-    from memstream.erasure import erase_from_shadows
+    from adapters.erasure import erase_from_shadows
     from projections import pg
     from projections.registry import build_projector
     from projections.runner import ProjectorRunner

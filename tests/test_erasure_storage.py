@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memstream import neo4j_auth
+from adapters import neo4j_auth
 from memstream.app.storage_scrub import scrub_storage
-from memstream.erasure import erase_user
+from adapters.erasure import erase_user
 from projections.queries import memories, preferences, session_window, task_status, task_steps
 from tests.helpers import KeepsPublishing, unique_user, wait_for
 
@@ -64,7 +64,7 @@ def holders(paths, needles: list[bytes]) -> tuple[list[tuple[str, int]], int, in
 
 
 def extractor_dropped(settings) -> int:
-    from memstream.resilience import read_health
+    from adapters.resilience import read_health
     return read_health(settings).get("extractor", {}).get("components", {}).get("extractor", {}).get("dropped_erased", 0)
 
 

@@ -18,9 +18,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from memstream.bus import EventProducer, ensure_topics
-from memstream.errors import InvalidInput
-from memstream.kafka_auth import ADMIN
+from adapters.bus import EventProducer, ensure_topics
+from kernel.errors import InvalidInput
+from adapters.kafka_auth import ADMIN
 from schemas.codec import encode, make_envelope
 from schemas.events import FactExtracted, TurnRecorded
 from tests.auth_helpers import bearer
@@ -99,7 +99,7 @@ def test_a_record_dated_a_year_ahead_is_dead_lettered_by_every_stage_and_changes
              and any("session-windows" in c for c in letters().get(turn_pos, set())),
              timeout=120, what="the extractor, the memory processor and the projectors to dead-letter the records")
     # A legit turn of the same user afterwards goes through, at full importance, nothing aged by the future
-    from memstream.sdk import MemoryClient
+    from adapters.sdk import MemoryClient
     with MemoryClient(settings) as c:
         c.record_turn(user, "s", "user", "I live in Lisbon")
     wait_for(lambda: preferences(settings, user), timeout=120, what="the legit turn's preference")
@@ -164,9 +164,9 @@ def test_an_unknown_key_id_is_dead_lettered_with_its_reason(settings, keys):
 # -- the host's clock against the broker's ----------------------------------------------------------
 
 def test_the_sdk_learns_the_brokers_clock_and_refuses_to_stamp_with_a_clock_ahead_of_it(settings):
-    from memstream.errors import ClockAhead
-    from memstream.metrics import CLOCK_AHEAD
-    from memstream.sdk import MemoryClient
+    from kernel.errors import ClockAhead
+    from adapters.metrics import CLOCK_AHEAD
+    from adapters.sdk import MemoryClient
     with MemoryClient(settings) as c:
         c.record_turn(unique_user("clock"), "s", "user", "hello")
         producer = c._producer_for("turns")
@@ -180,7 +180,7 @@ def test_the_sdk_learns_the_brokers_clock_and_refuses_to_stamp_with_a_clock_ahea
 
 
 def test_a_state_directory_that_cannot_take_files_is_named(settings, tmp_path):
-    from memstream.errors import ConfigError
+    from kernel.errors import ConfigError
     from streams.app import make_app
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the stack directory should be")

@@ -26,10 +26,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memstream.bus import EventProducer, ensure_topics
-from memstream.ids import derived_id
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
+from adapters.bus import EventProducer, ensure_topics
+from kernel.ids import derived_id
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
 from projections import pg
 from projections.registry import PROJECTORS, build_projector
 from projections.runner import ProjectorRunner
@@ -444,7 +444,7 @@ def test_poison_turns_and_facts_are_dead_lettered_and_the_stream_goes_on(fault_b
     newline bomb among the good turns is extracted like any other turn, without a stall."""
     from confluent_kafka import Producer
 
-    from memstream.bus import DEAD_LETTER_RAW_LIMIT, producer_config
+    from adapters.bus import DEAD_LETTER_RAW_LIMIT, producer_config
     s = fault_base.model_copy(update={"namespace": f"{BASE}_fpz{uuid.uuid4().hex[:4]}"})
     ensure_topics(s)
     pg.ensure_schema(s)

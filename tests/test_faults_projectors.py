@@ -18,10 +18,10 @@ import orjson
 import pytest
 
 from bench.synthetic import decided_events
-from memstream.bus import DEAD_LETTER_RAW_LIMIT, EventProducer, ensure_topics
-from memstream.kafka_auth import ADMIN
-from memstream.privacy.keystore import KeyStore
-from memstream.resilience import StalePosition, read_health
+from adapters.bus import DEAD_LETTER_RAW_LIMIT, EventProducer, ensure_topics
+from adapters.kafka_auth import ADMIN
+from adapters.privacy.keystore import KeyStore
+from adapters.resilience import StalePosition, read_health
 from projections import pg
 from projections.registry import PROJECTORS, build_projector
 from projections.runner import Item, ProjectorRunner
@@ -120,7 +120,7 @@ def test_poison_records_go_to_dead_letters_and_the_rest_is_applied(fault_base):
     # live log: the good events with the poison spread through them; the reference log: the good ones only
     from confluent_kafka import Producer
 
-    from memstream.bus import producer_config
+    from adapters.bus import producer_config
     prod = Producer(producer_config(live, ADMIN, **{"message.max.bytes": 2_000_000}))
     step = len(events) // (len(poison) + 1)
     for i, e in enumerate(events):
@@ -262,7 +262,7 @@ def test_neo4j_tells_drivers_to_drop_a_silent_connection_within_20s(fault_base):
     driver applies to its socket (memstream/stack/files/neo4j/Launcher.java)."""
     import logging
 
-    from memstream import neo4j_auth
+    from adapters import neo4j_auth
     hints = []
 
     class Grab(logging.Handler):
@@ -326,8 +326,8 @@ def test_kill_9_projectors_mid_burst_supervisor_restarts(fault_base):
 def test_key_store_waits_out_postgres_and_never_rekeys(fault_base):
     """Postgres down: key lookups raise Unavailable (transient) — never 'no key, make one', never
     'erased'; back up: the same connection object is re-opened and the user keeps their key."""
-    from memstream.errors import InvalidEvent
-    from memstream.resilience import TRANSIENT, Unavailable, classify
+    from kernel.errors import InvalidEvent
+    from adapters.resilience import TRANSIENT, Unavailable, classify
     s = _ns(fault_base, "ks")
     keys = KeyStore(s, ttl=0.0)              # no write cache: every call goes to Postgres
     user = f"ks-{uuid.uuid4().hex[:6]}"
@@ -431,7 +431,7 @@ def test_a_namespace_drop_cut_short_by_a_neo4j_outage_says_so_and_is_finished_by
     """Neo4j down before a drop: Unavailable, nothing dropped. Down in the middle (after the
     footprint, before the graph): Unavailable, the data keys still there (they go last); the
     same drop once Neo4j is back leaves nothing of the namespace."""
-    from memstream.resilience import Unavailable
+    from adapters.resilience import Unavailable
     from replay import namespaces
     from tests.test_namespaces import populate
     s = populate(fault_base, f"{fault_base.namespace}drop{uuid.uuid4().hex[:4]}", 60)

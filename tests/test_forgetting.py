@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memstream.app import cli
-from memstream.services.forget import forget_user
-from memstream.sdk import MemoryClient
+from services.forget import forget_user
+from adapters.sdk import MemoryClient
 from memstream.app.ticker import publish_ticks
 from projections import pg
 from projections.queries import audit_events, memories, preferences, session_window

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from memstream.bus import ensure_topics
-from memstream.sdk import MemoryClient
+from adapters.bus import ensure_topics
+from adapters.sdk import MemoryClient
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(1200)

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.resilience import read_health
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.resilience import read_health
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.stack]

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from memstream.errors import InvalidInput
+from kernel.errors import InvalidInput
 from memstream.http_client import MemoryApi
-from memstream.kafka_auth import ADMIN
+from adapters.kafka_auth import ADMIN
 from tests.auth_helpers import bearer
 from tests.helpers import unique_user
 
@@ -273,7 +273,7 @@ def test_the_cli_refuses_bad_input_with_one_line(settings, argv, says):
 # -- consumers: a record that breaks the contract is poison, not a failed write ---------------
 
 def test_an_over_long_session_id_from_kafka_is_dead_lettered_by_the_projector(settings, keys):
-    from memstream.bus import EventProducer, ensure_topics
+    from adapters.bus import EventProducer, ensure_topics
     from projections import pg
     from projections.registry import build_projector
     from projections.runner import ProjectorRunner
@@ -308,8 +308,8 @@ def test_schemathesis_no_5xx_and_conformance(settings):
     from hypothesis import HealthCheck, Phase, given, settings as hsettings
 
     from memstream.app.api import create_app
-    from memstream.bus import ensure_topics
-    from memstream.privacy.tenants import SCOPES
+    from adapters.bus import ensure_topics
+    from adapters.privacy.tenants import SCOPES
     from projections import pg
     from tests.auth_helpers import make_key
     # A namespace of its own: the fuzz erases and forgets whatever users it makes up, and must not

@@ -18,7 +18,7 @@ from typing import TypedDict
 import httpx
 import pytest
 
-from memstream.errors import AccessDenied, InvalidInput
+from kernel.errors import AccessDenied, InvalidInput
 from memstream.http_client import MemoryApi
 from memstream.app.workers import worker_command
 from tests.auth_helpers import make_key

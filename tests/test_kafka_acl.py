@@ -1,6 +1,6 @@
 """Kafka least privilege on the real broker of the test stack: SASL/SCRAM and ACLs.
 
-memstream/kafka_auth.py: clients authenticate over SASL/SCRAM-SHA-512; the publisher principal
+adapters/kafka_auth.py: clients authenticate over SASL/SCRAM-SHA-512; the publisher principal
 (SDK/API) writes only the input topics, the control principal (the API's memory-topic writes) only
 the memory topic, the worker principal (pipeline) cannot administer the cluster, and nobody gets in
 without a password.
@@ -15,9 +15,9 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
-from memstream.bus import producer_config
-from memstream.config import Settings
-from memstream.kafka_auth import ADMIN, CONTROL, PRINCIPALS, PUBLISHER, WORKER, kafka_config, password_file
+from adapters.bus import producer_config
+from kernel.config import Settings
+from adapters.kafka_auth import ADMIN, CONTROL, PRINCIPALS, PUBLISHER, WORKER, kafka_config, password_file
 
 
 def _deliver(config: dict, topic: str, timeout: float = 15.0) -> tuple[KafkaError | None, list[KafkaError]]:

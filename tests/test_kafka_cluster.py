@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memstream.config import Settings
-from memstream.errors import StackError
+from kernel.config import Settings
+from kernel.errors import StackError
 from memstream.stack import services
 from memstream.stack.kafka import Kafka
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from memstream.ids import derived_id
+from kernel.ids import derived_id
 from projections.queries import memories, preferences
 from schemas.codec import decode
 from streams.llm_channel import CLASSIFY_PROMPT

@@ -34,8 +34,8 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from memstream.app.mcp_server import FORBIDDEN, NOT_FOUND  # noqa: E402
 from memstream.app.workers import worker_command  # noqa: E402
-from memstream.config import REPO_ROOT  # noqa: E402
-from memstream.errors import MemstreamError  # noqa: E402
+from kernel.config import REPO_ROOT  # noqa: E402
+from kernel.errors import MemstreamError  # noqa: E402
 from tests.auth_helpers import bearer, make_key  # noqa: E402
 from tests.helpers import unique_user  # noqa: E402
 
@@ -449,8 +449,8 @@ def test_http_erased_user_and_nul_arguments_are_one_line_tool_errors(settings, m
     """Reported: a write for an erased user answered 'internal error' (HTTP: 410), and a NUL in a
     category argument too. Both are one-line tool errors now: the erasure said as such, the NUL naming
     its field (and every other free-text argument that reaches SQL or an event the same way)."""
-    from memstream.erasure import erase_user
-    from memstream.privacy.tenants import internal_user
+    from adapters.erasure import erase_user
+    from adapters.privacy.tenants import internal_user
     user = unique_user("mcp-erased")
     writer = make_key(settings, "acme", ["memory:read", "memory:write"], name="mcp-erased-writer")
 

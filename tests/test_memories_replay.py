@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from memstream.bus import Position
+from adapters.bus import Position
 from projections.registry import PROJECTORS
 from query.consistency import PROJECTOR_TOPICS, _stored, wait_until_applied
 from query.store import ReadModels

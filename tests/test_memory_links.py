@@ -8,7 +8,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from memstream.privacy.keystore import KeyStore
+from adapters.privacy.keystore import KeyStore
 from query.recall import RecallRequest, Weights, recall
 from query.store import ReadModels
 from replay import stores

@@ -1,4 +1,4 @@
-"""Prometheus metrics and consumer lag on the real pipeline (memstream/metrics.py, memstream/lag.py).
+"""Prometheus metrics and consumer lag on the real pipeline (adapters/metrics.py, adapters/lag.py).
 
 The pipeline fixture's workers serve /metrics on this session's own port block (conftest.py);
 the API's /metrics is served in-process by the real app. Turns flow through the whole pipeline
@@ -33,7 +33,7 @@ def total(rows, name: str, **labels) -> float:
 # -- the real pipeline ----------------------------------------------------------------------------
 
 def worker_ports(settings) -> dict[str, int]:
-    from memstream.resilience import read_health
+    from adapters.resilience import read_health
     out = {}
     for name, h in read_health(settings).items():
         port = (h.get("metrics") or {}).get("port")
@@ -53,7 +53,7 @@ def test_metrics_move_and_lag_returns_to_zero(settings, pipeline, client, capsys
 
     from memstream.app.api import create_app
     from memstream.app.cli import main as cli
-    from memstream.lag import consumer_lag, lag_by_group
+    from adapters.lag import consumer_lag, lag_by_group
     from projections.registry import PROJECTORS
     from query.recall import RecallRequest, recall
     from query.store import ReadModels

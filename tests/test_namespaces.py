@@ -12,10 +12,10 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from bench.synthetic import decided_events
-from memstream.bus import EventProducer, ensure_topics
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
-from memstream.privacy.tenants import local_key_file
+from adapters.bus import EventProducer, ensure_topics
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
+from adapters.privacy.tenants import local_key_file
 from projections import pg
 from projections import registry
 from projections.registry import build_projector

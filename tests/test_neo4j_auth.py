@@ -1,4 +1,4 @@
-"""Neo4j with auth (memstream/neo4j_auth.py, memstream/stack/files/neo4j/Launcher.java): the local
+"""Neo4j with auth (adapters/neo4j_auth.py, memstream/stack/files/neo4j/Launcher.java): the local
 Neo4j refuses a client without credentials or with a wrong password, lets in the configured user,
 and the password `stack up` made is a 0600 file that is never on the launcher's command line, in
 its log, or in `memstream config`."""
@@ -12,7 +12,7 @@ import pytest
 from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
 
-from memstream import neo4j_auth
+from adapters import neo4j_auth
 from memstream.stack.neo4j import Neo4j
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(120)]

@@ -16,9 +16,10 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from tests.product_packages import product_packages
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("memstream", "schemas", "streams", "projections", "query", "replay")
+PACKAGES = product_packages()
 STACK_FILES = ("kafka/pom.xml", "neo4j/pom.xml", "neo4j/Launcher.java", "postgres/install-pgvector.sh")
 
 
@@ -81,7 +82,7 @@ def test_unpacked_wheel_runs_the_entry_point_without_the_checkout(wheel, tmp_pat
     probe = ("import sys, memstream; from memstream.app.cli import main; from memstream.stack import prereqs\n"
              "print(memstream.__file__); print(prereqs.STACK_SRC)\n"
              "assert (prereqs.STACK_SRC / 'neo4j' / 'Launcher.java').is_file()\n"
-             "from memstream.config import Settings\n"
+             "from kernel.config import Settings\n"
              "print('stack_dir', Settings().stack_dir)\n"
              "sys.argv = ['memstream', '--help']; main()\n")
     # cwd = the unpacked wheel: it comes first on sys.path, before the checkout's editable install

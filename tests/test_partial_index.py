@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memstream.bus import ensure_topics
-from memstream.privacy.keystore import KeyStore
+from adapters.bus import ensure_topics
+from adapters.privacy.keystore import KeyStore
 from projections import pg
 from projections.registry import build_projector
 from projections.runner import ProjectorRunner

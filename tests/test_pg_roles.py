@@ -1,4 +1,4 @@
-"""Postgres roles per component (memstream/privacy/pgroles.py, memstream/stack/files/postgres/roles.sql):
+"""Postgres roles per component (adapters/privacy/pgroles.py, memstream/stack/files/postgres/roles.sql):
 no role is a superuser at run time; the API reads the read models and verifies API keys, and can
 neither touch the key store's keys nor write the read models; the projectors write the read models
 and cannot reach the key store; the key store cannot reach the read models; the owner runs the
@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memstream.privacy import pgroles
+from adapters.privacy import pgroles
 from projections import pg
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(120)]
@@ -127,7 +127,7 @@ def test_the_owner_runs_the_storage_scrub_without_superuser(settings, keys):
 
 
 def test_passwords_are_files_of_their_own_and_never_shown(settings):
-    from memstream.config import Settings
+    from kernel.config import Settings
     for role in pgroles.ROLES:
         path = pgroles.password_file(settings, role)
         assert path.stat().st_mode & 0o777 == 0o600

@@ -4,9 +4,9 @@ from __future__ import annotations
 import orjson
 from confluent_kafka import Producer
 
-from memstream import neo4j_auth
-from memstream.bus import producer_config
-from memstream.kafka_auth import ADMIN
+from adapters import neo4j_auth
+from adapters.bus import producer_config
+from adapters.kafka_auth import ADMIN
 from projections.queries import memories, preferences
 from schemas.codec import encode, make_envelope
 from schemas.events import TurnRecorded

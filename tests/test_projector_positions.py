@@ -8,7 +8,7 @@ from projections.postgres_projectors import PreferencesProjector
 from projections.queries import preferences
 from projections.runner import ProjectorRunner
 from tests.helpers import unique_user, wait_for
-from memstream.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN, kafka_config
 
 
 def end_offsets(settings, topic):

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from memstream.bus import EventProducer, ensure_topics
-from memstream.config import get_settings
-from memstream.ids import derived_id
-from memstream.kafka_auth import ADMIN
-from memstream.privacy.keystore import KeyStore
+from adapters.bus import EventProducer, ensure_topics
+from kernel.config import get_settings
+from kernel.ids import derived_id
+from adapters.kafka_auth import ADMIN
+from adapters.privacy.keystore import KeyStore
 from replay.reextract import reextract
 from schemas.codec import encode, make_envelope
 from schemas.events import TurnRecorded

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from memstream.app.api import create_app
 from memstream_client import MemstreamClient, NotFound, Relations
-from memstream.privacy.keystore import KeyStore
-from memstream.services import relations as svc
+from adapters.privacy.keystore import KeyStore
+from services import relations as svc
 from projections.registry import build_projector, checksums
 from projections.runner import ProjectorRunner
 from query.store import ReadModels
@@ -236,7 +236,7 @@ def test_a_rebuild_equals_live_then_erasure_drops_the_users_rows(world, no_embed
 
 @pytest.fixture
 def no_embedder(monkeypatch):
-    import memstream.embedding as embedding
+    import adapters.embedding as embedding
 
     def boom(*a, **k):
         raise AssertionError("a replay tried to build an embedder")
@@ -249,7 +249,7 @@ def test_cli_times_read_a_bare_date_or_naive_time_as_utc():
     from datetime import datetime, timedelta, timezone
 
     from memstream.app.cli import _time
-    from memstream.errors import MemstreamError
+    from kernel.errors import MemstreamError
 
     assert _time("2024-06-01") == datetime(2024, 6, 1, tzinfo=timezone.utc)
     assert _time("2024-06-01T10:30:00") == datetime(2024, 6, 1, 10, 30, tzinfo=timezone.utc)
@@ -268,7 +268,7 @@ def test_the_mcp_tools(world):
     from mcp.shared.exceptions import MCPError
 
     from memstream.app.mcp_server import NOT_FOUND, create_server
-    from memstream.services.backend import Backend
+    from services.backend import Backend
     from tests.auth_helpers import make_key
 
     ns, _, _, a, b = world

@@ -15,10 +15,10 @@ import pytest
 from psycopg import sql
 
 from bench.synthetic import decided_events
-from memstream.bus import EventProducer, ensure_topics
-from memstream.ids import uuid7
-from memstream.kafka_auth import ADMIN, kafka_config
-from memstream.privacy.keystore import KeyStore
+from adapters.bus import EventProducer, ensure_topics
+from kernel.ids import uuid7
+from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy.keystore import KeyStore
 from projections.registry import PROJECTORS, build_projector, checksums
 from memstream.app.workers import worker_command
 from projections import graph_generation, pg
@@ -117,7 +117,7 @@ def no_embedder(monkeypatch):
     """Any attempt to build an embedder or an LLM client fails the test."""
     import openai
 
-    import memstream.embedding as embedding
+    import adapters.embedding as embedding
 
     def boom(*a, **k):
         raise AssertionError("a replay tried to build an embedder or an LLM client")
@@ -471,7 +471,7 @@ def test_whatif_on_the_command_line(decided):
 def test_a_replay_lock_is_free_the_moment_the_replay_ends_and_held_while_it_runs(settings):
     """Back-to-back replays (a rebuild, then another) are never refused as "running": the lock is
     released before its connection closes, not when the server gets round to ending the session."""
-    from memstream.errors import MemstreamError
+    from kernel.errors import MemstreamError
     from replay.rebuild import replay_lock
     for _ in range(200):
         with replay_lock(settings, "lock-test"):

@@ -14,9 +14,9 @@ import uuid
 import orjson
 import pytest
 
-from memstream.config import Settings, get_settings
-from memstream.domain.memory_state import Rules
-from memstream.domain.rules_profile import ProfileMismatch, profile_hash, profile_of, rules_hash
+from kernel.config import Settings, get_settings
+from domain.memory_state import Rules
+from domain.rules_profile import ProfileMismatch, profile_hash, profile_of, rules_hash
 from tests.fast.inmemory import KeyRing
 
 
@@ -24,7 +24,7 @@ from tests.fast.inmemory import KeyRing
 
 def _private(tag: str) -> Settings:
     """A namespace of its own on the shared stack: its memory topic's profiles are this test's alone."""
-    from memstream.bus import ensure_topics
+    from adapters.bus import ensure_topics
     from projections import pg
     s = get_settings().model_copy(update={"namespace": f"{os.environ['MEMSTREAM_TEST_NAMESPACE']}_{tag}{uuid.uuid4().hex[:4]}"})
     ensure_topics(s)
@@ -73,7 +73,7 @@ def test_a_memory_worker_under_other_rules_refuses_and_is_not_restarted_and_star
     """Real worker processes: the refusal is exit 2 with the setting named, the supervisor holds it;
     with MEMSTREAM_RULES_ROLLOVER=1 the same worker starts."""
     from memstream.app.workers import Supervisor, worker_command, worker_env
-    from memstream.resilience import health_file
+    from adapters.resilience import health_file
     from streams.rules_gate import check_profile
     from tests.helpers import wait_for
     s = _private("rw")

@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memstream.privacy import tenant_barrier
-from memstream.privacy.apikeys import ApiKeys
-from memstream.services.access import authenticate
+from adapters.privacy import tenant_barrier
+from adapters.privacy.apikeys import ApiKeys
+from services.access import authenticate
 from projections import pg
 from projections.registry import PROJECTORS, build_projector
 from query.store import ReadModels

@@ -11,7 +11,7 @@ from datetime import datetime
 import orjson
 import pytest
 
-from memstream.privacy.keystore import KeyStore
+from adapters.privacy.keystore import KeyStore
 from schemas.codec import decode
 from tests.kafka_helpers import read_all
 

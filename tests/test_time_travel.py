@@ -9,7 +9,7 @@ import orjson
 import psycopg
 import pytest
 
-from memstream.erasure import erase_user
+from adapters.erasure import erase_user
 from memstream.app.workers import worker_command
 from projections.queries import audit_events, preferences
 from projections import queries

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memstream import neo4j_auth
+from adapters import neo4j_auth
 from projections.graph_projector import GraphProjector
 from projections.postgres_projectors import MemoryItemsProjector, PreferencesProjector
 from projections.queries import memories, preferences

@@ -18,7 +18,7 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from memstream.privacy.tenants import SCOPES
+from adapters.privacy.tenants import SCOPES
 from tests.auth_helpers import bearer, make_key
 from tests.helpers import unique_user, wait_for
 

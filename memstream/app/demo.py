@@ -5,8 +5,8 @@ import time
 from datetime import datetime, timezone
 
 from memstream import stack
-from memstream.config import Settings
-from memstream.sdk import MemoryClient
+from kernel.config import Settings
+from adapters.sdk import MemoryClient
 from memstream.app.workers import start_pipeline, stop_pipeline
 from projections.queries import memories, preferences
 from query.recall import RecallRequest, recall
@@ -32,7 +32,7 @@ def _learned(settings: Settings, user: str) -> bool:
 
 def _stage_lag(settings: Settings) -> str:
     """What each stage still has to read, e.g. "extractor 0, memory 3, projector.pgvector-items 5"."""
-    from memstream.lag import consumer_lag, lag_by_group
+    from adapters.lag import consumer_lag, lag_by_group
     try:
         by_group = lag_by_group(consumer_lag(settings, timeout=5.0))
     except Exception as exc:  # noqa: BLE001 - progress only: say why it is missing and go on

@@ -28,9 +28,9 @@ import logging
 import time
 from typing import Callable, TypeVar
 
-from memstream.config import Settings
-from memstream.errors import ConfigError, MemstreamError
-from memstream.resilience import Unavailable
+from kernel.config import Settings
+from kernel.errors import ConfigError, MemstreamError
+from adapters.resilience import Unavailable
 
 T = TypeVar("T")
 RETRY_EVERY_S = 1.0
@@ -60,8 +60,8 @@ def _until(deadline: float, what: str, attempt: Callable[[], T], transient: tupl
 # -- 1. secrets ----------------------------------------------------------------------------------
 
 def ensure_secrets(settings: Settings) -> dict[str, str]:
-    from memstream import kafka_auth, neo4j_auth
-    from memstream.privacy import masterkeys, pgroles
+    from adapters import kafka_auth, neo4j_auth
+    from adapters.privacy import masterkeys, pgroles
     out = {"master keys": masterkeys.ensure_master_keys(settings),
            "kafka passwords": kafka_auth.ensure_passwords(settings),
            "postgres passwords": pgroles.ensure_passwords(settings),
@@ -81,7 +81,7 @@ def _pg_logins(s: Settings) -> list[tuple[str, str]]:
 def ensure_postgres(settings: Settings, deadline: float) -> str:
     import psycopg
 
-    from memstream.privacy import pgroles
+    from adapters.privacy import pgroles
     from projections.pg import ensure_schema
 
     for role, db in _pg_logins(settings):
@@ -109,7 +109,7 @@ def _kafka_login(settings: Settings, principal, timeout: float) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from memstream.kafka_auth import kafka_config, username
+    from adapters.kafka_auth import kafka_config, username
     errors: list = []
     client = AdminClient({**kafka_config(settings, principal), "error_cb": errors.append, "logger": _QUIET})
     try:
@@ -126,8 +126,8 @@ def _kafka_login(settings: Settings, principal, timeout: float) -> None:
 def ensure_kafka(settings: Settings, deadline: float) -> str:
     from confluent_kafka import KafkaException
 
-    from memstream.bus import ensure_topics
-    from memstream.kafka_auth import ADMIN, PRINCIPALS
+    from adapters.bus import ensure_topics
+    from adapters.kafka_auth import ADMIN, PRINCIPALS
 
     # The admin first: nothing else can work before it can (and it creates the ACLs the others need).
     _until(deadline, f"kafka at {settings.kafka_bootstrap}", lambda: _kafka_login(settings, ADMIN, 5.0), (Unavailable,))
@@ -143,7 +143,7 @@ def ensure_kafka(settings: Settings, deadline: float) -> str:
 def ensure_neo4j(settings: Settings, deadline: float) -> str:
     from neo4j.exceptions import AuthError, ServiceUnavailable, SessionExpired
 
-    from memstream.neo4j_auth import driver
+    from adapters.neo4j_auth import driver
 
     def login() -> None:
         with driver(settings, connection_timeout=5) as d:
@@ -159,7 +159,7 @@ def ensure_neo4j(settings: Settings, deadline: float) -> str:
 # -- 5. the admin API key ------------------------------------------------------------------------
 
 def ensure_admin_key(settings: Settings) -> str:
-    from memstream.privacy.apikeys import ensure_local_admin_key
+    from adapters.privacy.apikeys import ensure_local_admin_key
     return ensure_local_admin_key(settings)
 
 
@@ -190,7 +190,7 @@ def cmd_init(args) -> None:
 
     import orjson
 
-    from memstream.config import get_settings
+    from kernel.config import get_settings
     if args.wait < 0:
         raise MemstreamError(f"--wait {args.wait:g} must be 0 or more seconds")
     s = get_settings()

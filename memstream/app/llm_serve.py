@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from memstream.config import Settings
-from memstream.errors import ConfigError
+from kernel.config import Settings
+from kernel.errors import ConfigError
 
 MODEL_ALIAS = "gemma-3-270m"
 

@@ -4,7 +4,7 @@ Built on the official `mcp` SDK (v2, `MCPServer`), the optional extra `.[mcp]`. 
 serves it: `--transport stdio` (default; an MCP host starts it as a subprocess) or `--transport
 http` (streamable HTTP at `/mcp`, port MEMSTREAM_MCP_PORT).
 
-The trust boundary is the HTTP API's (memstream/privacy/tenants.py, apikeys.py): the same API keys,
+The trust boundary is the HTTP API's (adapters/privacy/tenants.py, apikeys.py): the same API keys,
 tenants, scopes and end-user binding, verified by the same ApiKeys cache.
 - streamable HTTP: every request carries its key (`Authorization: Bearer <key>` or `X-API-Key`);
   none, or an unknown or revoked one, is an HTTP 401 before MCP sees the request. The server is
@@ -30,15 +30,15 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from memstream.config import Settings
-from memstream.errors import (ConfigError, InvalidEvent, InvalidInput, MemstreamError, MissingScope, NotAuthenticated,
+from kernel.config import Settings
+from kernel.errors import (ConfigError, InvalidEvent, InvalidInput, MemstreamError, MissingScope, NotAuthenticated,
                               RateLimited, Timeout, UserErased)
-from memstream.privacy.tenants import NotYours, Principal, local_api_key
-from memstream.services import audit, context, forget, memories, profile as profiles, recall as recalls
-from memstream.services import relations as relational
-from memstream.services import remember as remembering   # (the tools are named remember, recall)
-from memstream.services.access import authenticate
-from memstream.services.backend import Backend
+from adapters.privacy.tenants import NotYours, Principal, local_api_key
+from services import audit, context, forget, memories, profile as profiles, recall as recalls
+from services import relations as relational
+from services import remember as remembering   # (the tools are named remember, recall)
+from services.access import authenticate
+from services.backend import Backend
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
@@ -120,7 +120,7 @@ async def verify(backend: Backend, token: str | None, *scopes: str, client: str 
 
 
 def _retryable(exc: Exception) -> str | None:
-    from memstream.resilience import TRANSIENT, classify
+    from adapters.resilience import TRANSIENT, classify
     if isinstance(exc, Timeout):
         return str(exc)
     if classify(exc) == TRANSIENT:

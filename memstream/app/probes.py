@@ -25,7 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from starlette.routing import Mount
 
-from memstream.resilience import describe, unreachable
+from adapters.resilience import describe, unreachable
 
 access = logging.getLogger("memstream.api.access")
 READY_CACHE_S = 1.0
@@ -104,7 +104,7 @@ class Readiness:
         return {"ok": True} if why is None else {"ok": False, "error": f"no Kafka broker reachable ({why})"}
 
     def _lag(self) -> dict:
-        from memstream.lag import consumer_lag, lag_by_group
+        from adapters.lag import consumer_lag, lag_by_group
         limit = self.settings.ready_max_lag
         prefix = f"{self.settings.namespace}.projector."
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from memstream.config import REPO_ROOT, Settings
+from kernel.config import REPO_ROOT, Settings
 
 README = REPO_ROOT / "README.md"
 DOCS = REPO_ROOT / "docs"

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import orjson
 
-from memstream.errors import MemstreamError
+from kernel.errors import MemstreamError
 
 # The projectors' names, for --projection's choices and help. projections/registry.py is the
 # source (PROJECTORS); importing it loads every projector and its store clients (~0.5 s of CPU),
@@ -16,7 +16,7 @@ PROJECTOR_NAMES = ("kv-preferences", "pgvector-items", "neo4j-graph", "task-buff
 
 
 def get_settings():
-    from memstream.config import get_settings as settings   # pydantic: only when a command runs
+    from kernel.config import get_settings as settings   # pydantic: only when a command runs
     return settings()
 
 
@@ -82,7 +82,7 @@ def cmd_whatif(args) -> None:
 
 
 def cmd_reextract(args) -> None:
-    from memstream.privacy.keystore import KeyStore
+    from adapters.privacy.keystore import KeyStore
     from replay.reextract import reextract
     s = get_settings()
     keys = KeyStore(s)

@@ -1,7 +1,7 @@
 """`memstream status` and `memstream pipeline status`: the workers' health, the broker, consumer lag.
 
-The workers' health comes from their heartbeat files (memstream/resilience.py `Health`); the lag
-is memstream/lag.py's (committed offsets vs. high watermarks), read once per call. Before asking
+The workers' health comes from their heartbeat files (adapters/resilience.py `Health`); the lag
+is adapters/lag.py's (committed offsets vs. high watermarks), read once per call. Before asking
 Kafka anything, status checks that a broker accepts a connection at all: with the only broker dead
 the admin client just times out ("TimeoutError: " and nothing else), so the outage is named from
 the connect instead — which address, what failed — in well under a second.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from memstream.resilience import describe, pid_alive, read_health, unreachable
+from adapters.resilience import describe, pid_alive, read_health, unreachable
 
 # A worker whose heartbeat is older than this is stuck or gone: it writes one every second.
 STALE_AFTER_S = 5.0
@@ -88,7 +88,7 @@ def lag_rows(settings, kafka: dict | None = None) -> list[dict] | dict:
     kafka = kafka or kafka_check(settings)
     if not kafka["ok"]:
         return {"error": kafka["error"]}
-    from memstream.lag import consumer_lag
+    from adapters.lag import consumer_lag
     try:
         return [r.as_dict() for r in consumer_lag(settings, timeout=5.0)]
     except Exception as exc:  # noqa: BLE001 - status reports what it can

@@ -57,9 +57,9 @@ from datetime import datetime, timezone
 import psycopg
 from psycopg import sql
 
-from memstream.bus import Position
-from memstream.config import Settings
-from memstream.errors import MemstreamError
+from adapters.bus import Position
+from kernel.config import Settings
+from kernel.errors import MemstreamError
 from projections.registry import PROJECTOR_TYPES
 from replay import stores
 
@@ -103,8 +103,8 @@ class ScrubReport:
 
 def erase_and_scrub(settings: Settings, user: str, requested_by: str = "operator", scrub: bool = True,
                     wait_s: float = 120.0, progress: bool = False) -> dict:
-    """`memstream erase user`: crypto-shredding (memstream/erasure.py), then the storage scrub."""
-    from memstream.erasure import erase_user
+    """`memstream erase user`: crypto-shredding (adapters/erasure.py), then the storage scrub."""
+    from adapters.erasure import erase_user
     position = erase_user(settings, user, requested_by=requested_by)
     out = {**position.as_dict(), "user": user}
     if scrub:
@@ -223,7 +223,7 @@ def wait_applied(settings: Settings, position: Position, timeout: float) -> floa
 # -- 2. the live tables: rewritten online ----------------------------------------------------------
 
 def _rewrite_live(settings: Settings, progress: bool) -> dict:
-    from memstream.bus import ensure_topics
+    from adapters.bus import ensure_topics
     from replay.rebuild import rebuild
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         if not stores.schema_exists(conn, settings.namespace):
@@ -251,7 +251,7 @@ def _erased_users(settings: Settings) -> list[str]:
 
 
 def _scrub_shadows(settings: Settings, erased: list[str]) -> list[dict]:
-    from memstream.erasure import delete_from_shadows
+    from adapters.erasure import delete_from_shadows
     deleted = delete_from_shadows(settings, erased)     # the rows (erasure deleted its user's already)
     out = []
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:

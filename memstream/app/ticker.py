@@ -4,7 +4,7 @@ Consolidation runs when a user stores facts; a user who stores nothing would nev
 expire. The ticker closes that gap without knowing any user: it writes one tick to every
 partition (envelope user `system:ticker`, an explicit partition). The memory processor that owns
 a partition fans the tick out to the users of that partition in its own state table and ages
-each at the tick's event time (memstream/domain/consolidation.py), so each user is still decided
+each at the tick's event time (domain/consolidation.py), so each user is still decided
 by one writer, and the tick — not the wall clock of whoever processes it — fixes the time.
 
 Ticks fall on multiples of the period (UTC). A tick that was missed (the ticker was down) is not
@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 
 from confluent_kafka import Producer
 
-from memstream.bus import ensure_topics, producer_config
-from memstream.kafka_auth import WORKER
-from memstream.config import Settings
-from memstream.privacy.keystore import KeyStore
+from adapters.bus import ensure_topics, producer_config
+from adapters.kafka_auth import WORKER
+from kernel.config import Settings
+from adapters.privacy.keystore import KeyStore
 from schemas.codec import encode, make_envelope
 from schemas.events import DecayTicked
 

@@ -4,7 +4,7 @@
 `Supervisor` (what `memstream run` uses) also restarts a worker that exits, with backoff, and says
 which one and why. Each can be started alone with `memstream worker NAME`, which exits non-zero on
 a fatal error. Every worker writes a heartbeat with per-component state
-(`<stack_dir>/run/health/<ns>-<worker>.json`, memstream/resilience.py) that
+(`<stack_dir>/run/health/<ns>-<worker>.json`, adapters/resilience.py) that
 `memstream pipeline status` reads (memstream/app/status.py).
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import orjson
 
-from memstream.config import Settings
-from memstream.resilience import Backoff, Health, health_file
+from kernel.config import Settings
+from adapters.resilience import Backoff, Health, health_file
 from projections.registry import PROJECTORS, build_projector
 
 log = logging.getLogger("memstream.supervisor")
@@ -45,29 +45,29 @@ def _run_faust(app) -> None:
 
 
 def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJECTORS) -> None:
-    from memstream.bus import ensure_topics
+    from adapters.bus import ensure_topics
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
-    from memstream import resilience
+    from adapters import resilience
     health = resilience.CURRENT = Health(settings, settings.worker_label(name)).start()
     health.set(name, "starting")
-    from memstream.metrics import serve_worker
+    from adapters.metrics import serve_worker
     serve_worker(settings, name, health)     # /metrics on MEMSTREAM_METRICS_PORT + this worker's offset
     # Every topic and changelog, with its partitions checked and its configs set, before faust
-    # starts (memstream/topology.py: a changelog faust makes itself may be missing from its metadata).
+    # starts (adapters/topology.py: a changelog faust makes itself may be missing from its metadata).
     ensure_topics(settings, align=True)
     if name != "projectors":
         health.set(name, "running")
     if name == "extractor":
-        from memstream.embedding import make_embedder
+        from adapters.embedding import make_embedder
         from streams.extractor import build
         _run_faust(build(settings, make_embedder(settings)))
     elif name == LLM_WORKER:
-        from memstream.embedding import make_embedder
+        from adapters.embedding import make_embedder
         from streams.llm_extractor import build as build_llm
         _run_faust(build_llm(settings, make_embedder(settings)))
     elif name == "memory":
-        from memstream.embedding import make_embedder
-        from memstream.domain.rules_profile import ProfileMismatch
+        from adapters.embedding import make_embedder
+        from domain.rules_profile import ProfileMismatch
         from streams.memory_processor import build
         try:   # build() checks the rules profile against the memory topic's (streams/rules_gate.py)
             app = build(settings, make_embedder(settings))   # the embedder: session episodes
@@ -81,7 +81,7 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
         from memstream.app import ticker
         ticker.run(settings)
     elif name == "projectors":
-        from memstream.privacy.keystore import KeyStore
+        from adapters.privacy.keystore import KeyStore
         from projections.runner import ProjectorRunner, run_until_signalled
         keys = KeyStore(settings)
         health.set(name, "running")

@@ -16,7 +16,7 @@ clear         forgets the session (DELETE /v1/users/{user}/sessions/{session}, s
               it; a message added later starts the session afresh.
 
 Read-your-writes: reads pass the position of the session's last write as `after`, so a message just
-added is in `messages` (the server waits up to `wait_s`, then 503 → memstream.errors.Timeout).
+added is in `messages` (the server waits up to `wait_s`, then 503 → kernel.errors.Timeout).
 RunnableWithMessageHistory asks its factory for a new history object on every call: MemstreamHistories
 is that factory, and its histories share one HTTP client and the positions of their writes, so a
 call reads what the previous call added even before the pipeline has caught up on its own.

@@ -38,7 +38,7 @@ it: such a key then reads as absent. Distinct texts, as LangMem writes, are dist
 Consistency: a write returns once it is in the log (acks=all), not once it is applied. The store
 keeps the position token of its last write per user and passes it as `after` on that user's reads
 (read_your_writes=True), so a get right after a put sees it: the server waits up to `wait_s` and
-answers 503 (memstream.errors.Timeout) if the pipeline has not applied it by then. A put first reads
+answers 503 (kernel.errors.Timeout) if the pipeline has not applied it by then. A put first reads
 the key (to edit rather than add) and so also waits for the store's previous write. Another process
 sees a put once the pipeline applied it (eventual consistency).
 """
@@ -59,7 +59,7 @@ except ImportError as exc:  # the optional extra is not installed
 
 import memstream_client
 
-from memstream.errors import InvalidInput
+from kernel.errors import InvalidInput
 from memstream.http_client import AsyncMemoryApi, MemoryApi, _translated
 from schemas.limits import METADATA_MAX_BYTES, check_metadata
 

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from memstream.config import Settings
+from kernel.config import Settings
 from memstream.stack import process
 from memstream.stack.process import Layout
 

@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 
-from memstream.errors import PrerequisiteMissing
+from kernel.errors import PrerequisiteMissing
 
 PACKAGES = ("chromium", "chromium-driver")
 HINT = "chromium + chromium-driver missing: apt-get install -y chromium chromium-driver"

@@ -13,8 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
-from memstream import kafka_auth
-from memstream.errors import StackError
+from adapters import kafka_auth
+from kernel.errors import StackError
 from memstream.stack import prereqs, process
 from memstream.stack.base import Service
 
@@ -85,7 +85,7 @@ class Kafka(Service):
         return self.data_dir / ".memstream-scram"
 
     def server_properties(self, migrate_port: int | None = None) -> str:
-        """The broker's config. Security (memstream/kafka_auth.py):
+        """The broker's config. Security (adapters/kafka_auth.py):
         - clients: listener CLIENT, SASL_PLAINTEXT with SCRAM-SHA-512. No TLS: it listens on the
           loopback interface only (kafka_host, 127.0.0.1 by default), where nothing can sniff it;
           a broker reachable over a network would need SASL_SSL instead.

@@ -1,6 +1,6 @@
 """Neo4j 5.26 community, embedded behind memstream/stack/files/neo4j/Launcher.java, with Bolt on loopback.
 
-Auth is enabled: the launcher gets the application's user and password (memstream/neo4j_auth.py)
+Auth is enabled: the launcher gets the application's user and password (adapters/neo4j_auth.py)
 in its environment, never on its command line, and sets that password at every start.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from memstream import neo4j_auth
-from memstream.errors import StackError
+from adapters import neo4j_auth
+from kernel.errors import StackError
 from memstream.stack import prereqs, process
 from memstream.stack.base import Service
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from memstream.errors import PrerequisiteMissing, StackError
+from kernel.errors import PrerequisiteMissing, StackError
 from memstream.stack import process
 from memstream.stack.base import Service
 from memstream.stack.prereqs import PG_BIN
@@ -151,7 +151,7 @@ class Postgres(Service):
                               stdin=subprocess.DEVNULL).returncode == 0
 
     def after_healthy(self) -> None:
-        from memstream.privacy import pgroles
+        from adapters.privacy import pgroles
         s = self.settings
         # 1. Roles (one per component, none a superuser), databases, grants, pgvector: as the OS
         #    superuser over the socket, idempotent (every `up`, so a changed password takes effect

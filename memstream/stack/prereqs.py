@@ -12,7 +12,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from memstream.errors import PrerequisiteMissing, StackError
+from kernel.errors import PrerequisiteMissing, StackError
 
 STACK_SRC = Path(__file__).parent / "files"   # package data: a wheel install has them too
 PG_BIN = Path("/usr/lib/postgresql/15/bin")              # Debian's layout for postgresql-15

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from memstream.config import Settings
-from memstream.errors import StackError
+from kernel.config import Settings
+from kernel.errors import StackError
 
 
 @dataclass(frozen=True)

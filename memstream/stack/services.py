@@ -15,13 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from memstream.config import Settings, get_settings
-from memstream.errors import MemstreamError, StackError
+from kernel.config import Settings, get_settings
+from kernel.errors import MemstreamError, StackError
 from memstream.stack import prereqs, process
 from memstream.stack.base import Service
 from memstream.stack.kafka import Kafka
-from memstream.neo4j_auth import ensure_password as ensure_neo4j_password
-from memstream.privacy.masterkeys import ensure_master_keys
+from adapters.neo4j_auth import ensure_password as ensure_neo4j_password
+from adapters.privacy.masterkeys import ensure_master_keys
 from memstream.stack.neo4j import Neo4j
 from memstream.stack.postgres import Postgres
 from memstream.stack.process import Layout
@@ -122,7 +122,7 @@ def up() -> dict[str, dict[str, Any]]:
 def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
     print(f"neo4j password: {ensure_neo4j_password(s)}")     # before Neo4j starts: its launcher sets it
     print(f"master keys: {ensure_master_keys(s)}")
-    from memstream.kafka_auth import ensure_passwords as ensure_kafka_passwords
+    from adapters.kafka_auth import ensure_passwords as ensure_kafka_passwords
     print(f"kafka passwords: {ensure_kafka_passwords(s)}")
     services = _services(s)
     procs: dict[str, Any] = {}
@@ -181,7 +181,7 @@ def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
     if errors:
         raise StackError("; ".join(errors))
     # The local admin key (tenant default, every scope) for the CLI, demo, HTTP SDK and tests: never printed.
-    from memstream.privacy.apikeys import ensure_local_admin_key
+    from adapters.privacy.apikeys import ensure_local_admin_key
     print(f"api key: {ensure_local_admin_key(s)}")
     print(f"stack up in {time.monotonic() - t0:.1f} s")
     return result

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from memstream.config import get_settings
+from kernel.config import get_settings
 
 
 class Tripwire:

@@ -19,9 +19,9 @@ from datetime import datetime
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memstream.config import Settings
-from memstream.domain.memory_state import Rules
-from memstream.embedding import Embedder
+from kernel.config import Settings
+from domain.memory_state import Rules
+from adapters.embedding import Embedder
 from schemas.codec import decode, encode, make_envelope
 from schemas.envelope import Envelope
 from schemas.events import TurnRecorded

@@ -3,62 +3,50 @@
 Read from the source (AST), so it needs no services. Every import counts, including the ones
 inside functions: a lazy import does not make an upward arrow or a cycle acceptable.
 
-Layers, bottom to top (a module may import its own layer and the ones below it):
+Layers, bottom to top, one top-level folder each (a module may import its own layer and the ones
+below it, so no two folders import each other: test_folders_import_one_way):
 
-  kernel      memstream.errors, .ids, .config, .watermarks    no project imports but each other
-  contract    schemas                                         the event contract
-  core        memstream.domain (pure rules), .privacy, .bus, .embedding, .erasure, .sdk,
-              .http_client, .integrations, .stack             adapters at the edges
-  processing  streams | projections                           siblings: neither imports the other
-  read        query
-  replay      replay
-  services    memstream.services                              the use cases: access, read-your-writes, events
-  app         memstream.app                                   entry points: CLI, API, workers, demo, ticker
+  kernel      kernel/        errors, ids, settings, watermarks: no project imports but each other
+  contract    schemas/       the event contract
+  domain      domain/        the pure rules: the kernel, the contract's events and itself only
+  adapters    adapters/      the edges: privacy (keys, sealing), the bus, embedding, erasure, metrics, ...
+  processing  streams/ | projections/    siblings: neither imports the other
+  read        query/
+  replay      replay/
+  services    services/      the use cases: access, read-your-writes, the events a use publishes
+  app         memstream/     entry points (CLI, API, MCP, console, workers, demo, ticker), the HTTP SDK,
+                             framework adapters, the local stack; memstream.errors and memstream.sdk
+                             re-export the kernel's errors and the publishing client for users
 
 Entry points (the HTTP API, the MCP server, the CLI, the console, the framework adapters) parse,
-call a use case in memstream.services, and render: they open no store and no Kafka client
+call a use case in services, and render: they open no store and no Kafka client
 themselves (test_entry_points_open_no_store).
 """
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.product_packages import product_packages
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("memstream", "schemas", "streams", "projections", "query", "replay")
+PACKAGES = product_packages()
 
 # (layer rank, group) by module prefix; the longest matching prefix wins.
 LAYERS: dict[str, tuple[int, str]] = {
-    "memstream": (0, "kernel"),           # the package itself and its kernel modules
+    "kernel": (0, "kernel"),
     "schemas": (1, "contract"),
-    "memstream.domain": (2, "core"),
-    "memstream.privacy": (2, "core"),
-    "memstream.bus": (2, "core"),
-    "memstream.embedding": (2, "core"),
-    "memstream.erasure": (2, "core"),
-    "memstream.sdk": (2, "core"),
-    "memstream.http_client": (2, "core"),
-    "memstream.integrations": (2, "core"),   # framework adapters over the HTTP SDK (optional extras)
-    "memstream.stack": (2, "core"),
-    "memstream.resilience": (2, "core"),
-    "memstream.crash_ledger": (2, "core"),
-    "memstream.metrics": (2, "core"),
-    "memstream.lag": (2, "core"),
-    "memstream.secret_files": (2, "core"),   # credential files stack up generates
-    "memstream.topology": (2, "core"),       # the namespace's topics and changelogs, made before workers
-    "memstream.kafka_auth": (2, "core"),     # who talks to Kafka with which rights (clients' config)
-    "memstream.neo4j_auth": (2, "core"),     # the Neo4j driver's credentials
-    "streams": (3, "streams"),
-    "projections": (3, "projections"),
-    "query": (4, "query"),
-    "replay": (5, "replay"),
-    "memstream.services": (6, "services"),
-    "memstream.app": (7, "app"),
+    "domain": (2, "domain"),
+    "adapters": (3, "adapters"),
+    "streams": (4, "streams"),
+    "projections": (4, "projections"),
+    "query": (5, "query"),
+    "replay": (6, "replay"),
+    "services": (7, "services"),
+    "memstream": (8, "app"),
 }
-KERNEL = {"memstream.errors", "memstream.ids", "memstream.config", "memstream.watermarks", "memstream"}
 # The pure domain: no adapters, no I/O, only the kernel, the contract and itself.
-PURE = "memstream.domain"
-PURE_MAY_IMPORT = ("memstream.domain", "schemas.events", "memstream.errors", "memstream.ids")
+PURE = "domain"
+PURE_MAY_IMPORT = ("domain", "schemas.events", "kernel.errors", "kernel.ids")
 
 
 def modules() -> dict[str, Path]:
@@ -98,10 +86,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def layer(name: str) -> tuple[int, str]:
-    best = max((p for p in LAYERS if name == p or name.startswith(p + ".")), key=len)
-    if best == "memstream" and name not in KERNEL:
-        raise AssertionError(f"{name}: not placed in a layer (add it to LAYERS in {__file__})")
-    return LAYERS[best]
+    placed = [p for p in LAYERS if name == p or name.startswith(p + ".")]
+    assert placed, f"{name}: not placed in a layer (add its folder to LAYERS in {__file__})"
+    return LAYERS[max(placed, key=len)]
 
 
 def graph() -> dict[str, set[str]]:
@@ -124,6 +111,17 @@ def test_imports_point_down():
             if dep_rank > rank or (dep_rank == rank and dep_group != group):
                 upward.append(f"{name} ({group}) imports {dep} ({dep_group})")
     assert not upward, "imports that run upward or sideways:\n  " + "\n  ".join(sorted(upward))
+
+
+def test_folders_import_one_way():
+    """The folders show the layers: no two top-level folders import each other, directly or round a loop."""
+    g = graph()
+    arrows = {(a.split(".")[0], d.split(".")[0]) for a, deps in g.items() for d in deps} - {(f, f) for f in PACKAGES}
+    both_ways = sorted(f"{a} <-> {b}" for a, b in arrows if (b, a) in arrows and a < b)
+    assert not both_ways, "folders that import each other:\n  " + "\n  ".join(both_ways)
+    order = sorted(PACKAGES, key=lambda f: LAYERS[f][0])
+    backwards = sorted(f"{a} -> {b}" for a, b in arrows if order.index(b) > order.index(a))
+    assert not backwards, "folders importing a folder above them:\n  " + "\n  ".join(backwards)
 
 
 def test_domain_is_pure():
@@ -175,9 +173,9 @@ def test_the_contract_test_catches_an_upward_import(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from memstream.app.cli import main\n")
     known = set(modules())
-    deps = imports_of("memstream.domain.probe", probe, known)
+    deps = imports_of("domain.probe", probe, known)
     assert "memstream.app.cli" in deps
-    assert layer("memstream.app.cli")[0] > layer("memstream.domain.probe")[0]
+    assert layer("memstream.app.cli")[0] > layer("domain.probe")[0]
 
 
 # -- entry points reach stores only through the services ------------------------------------------
@@ -188,7 +186,7 @@ def test_the_contract_test_catches_an_upward_import(tmp_path):
 ENTRY_POINTS = ("memstream.app.api", "memstream.app.mcp_server", "memstream.app.cli", "memstream.app.console",
                 "memstream.integrations")
 # What an entry point may not import, because it is a store or a Kafka client, or an adapter that
-# opens one. Whatever needs them is a use case and belongs in memstream.services, where
+# opens one. Whatever needs them is a use case and belongs in services, where
 # authorisation, the read-your-writes wait and the events a use publishes are written once.
 #   third-party clients: Postgres (psycopg, psycopg_pool, pgvector), Neo4j, Kafka (confluent_kafka,
 #     aiokafka, faust);
@@ -199,8 +197,8 @@ ENTRY_POINTS = ("memstream.app.api", "memstream.app.mcp_server", "memstream.app.
 # Operators' replay tools (rebuild, verify, what-if: memstream/app/replay_cli.py) are not entry
 # points for callers and stay outside this rule.
 STORE_CLIENTS = ("psycopg", "psycopg_pool", "pgvector", "neo4j", "confluent_kafka", "aiokafka", "faust",
-                 "memstream.bus", "memstream.sdk", "memstream.erasure", "memstream.privacy.keystore",
-                 "memstream.privacy.apikeys", "query", "projections", "replay.audit", "replay.timetravel")
+                 "adapters.bus", "adapters.sdk", "adapters.erasure", "adapters.privacy.keystore",
+                 "adapters.privacy.apikeys", "query", "projections", "replay.audit", "replay.timetravel")
 # Unavoidable exceptions, each (importer, imported) with why. Empty: keep it so.
 ALLOWED: dict[tuple[str, str], str] = {}
 
@@ -237,7 +235,7 @@ def test_entry_points_open_no_store():
     assert {"memstream.app.api", "memstream.app.mcp_server", "memstream.app.cli"} <= set(entry)
     found = [line for name, path in sorted(entry.items()) for line in store_imports(name, path)]
     assert not found, ("entry points that import a store or a Kafka client (call a use case in "
-                       "memstream.services instead):\n  " + "\n  ".join(found))
+                       "services instead):\n  " + "\n  ".join(found))
 
 
 def test_the_entry_point_rule_catches_a_store_import(tmp_path):

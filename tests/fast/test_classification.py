@@ -1,8 +1,8 @@
 """Classification, in-process (no I/O): rules first, the LLM's answer as fallback, else general."""
 import pytest
 
-from memstream.domain.classification import classify, classify_rules
-from memstream.domain.extraction import extract_rules
+from domain.classification import classify, classify_rules
+from domain.extraction import extract_rules
 
 
 @pytest.mark.parametrize("text, category, slot", [

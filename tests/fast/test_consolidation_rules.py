@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memstream.domain.consolidation import (FORGOTTEN_VALUE, consolidate, effective_importance, forget,
+from domain.consolidation import (FORGOTTEN_VALUE, consolidate, effective_importance, forget,
                                             merge_content, recalled, summarize_content)
-from memstream.domain.ledger import BUCKETS, Ledger, bucket_of
-from memstream.domain.memory_rules import Rules, UserState, decide
-from memstream.domain.sessions import SessionState, add_turn, extractive_summary, fold
-from memstream.ids import derived_id, uuid7
+from domain.ledger import BUCKETS, Ledger, bucket_of
+from domain.memory_rules import Rules, UserState, decide
+from domain.sessions import SessionState, add_turn, extractive_summary, fold
+from kernel.ids import derived_id, uuid7
 from schemas.events import (FactExtracted, MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged,
                             MemorySummarized, PreferenceSet)
 
@@ -325,7 +325,7 @@ def test_decisions_are_deterministic_for_the_same_history():
 
 
 def test_effective_importance_never_exceeds_one():
-    from memstream.domain.ledger import Entry
+    from domain.ledger import Entry
     assert effective_importance(Entry("c", 1.0, 0, 0, 1.0, 0), RULES, 0) == 1.0
 
 
@@ -394,7 +394,7 @@ def test_the_audit_index_knows_which_memories_each_new_event_concerns():
 
 # -- forgetting archives, a recall revives, TTL by kind ----------------------------------------
 
-from memstream.domain.ledger import ARCHIVE_CAP, ARCHIVE_KEY, Entry  # noqa: E402
+from domain.ledger import ARCHIVE_CAP, ARCHIVE_KEY, Entry  # noqa: E402
 from schemas.events import MemoryRevived  # noqa: E402
 
 BY_KIND = Rules(consolidate_every=5, idle_lower_days=0, idle_summarize_days=0, idle_expire_days=0,
@@ -517,7 +517,7 @@ def test_forgetting_an_archived_memory_drops_its_record_and_its_edges():
 
 
 def test_rules_from_settings_carry_the_forgetting_by_kind():
-    from memstream.config import Settings
+    from kernel.config import Settings
     rules = Rules.from_settings(Settings(forget_keep_kinds="Identity, policy", forget_keep_tags="decision"))
     assert rules.keep_kinds == ("identity", "policy") and rules.keep_tags == ("decision",)
     s = Settings()

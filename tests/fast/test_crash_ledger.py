@@ -2,7 +2,7 @@
 down to the record that kills, and when that record is given up on."""
 from __future__ import annotations
 
-from memstream.crash_ledger import CrashLedger
+from adapters.crash_ledger import CrashLedger
 
 T = "ns.turns"
 
@@ -47,7 +47,7 @@ def test_a_batch_in_flight_at_a_crash_is_taken_apart_and_only_that_batch(tmp_pat
 def test_a_large_batch_is_narrowed_in_chunks_first(tmp_path):
     """A projector's whole batch (2,000 records) in flight at a crash: chunks of 16, not 2,000
     transactions of one record; a chunk in flight at the next crash: single records."""
-    from memstream.crash_ledger import CHUNK
+    from adapters.crash_ledger import CHUNK
     path = tmp_path / "l.json"
     process_dies(path, batch(0, 2000))
     ledger = CrashLedger(path).load()

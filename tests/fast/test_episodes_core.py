@@ -1,9 +1,9 @@
 """Episodes without services: which session messages an episode tells, when its content is worth
-a memory, which sessions are idle (memstream/domain/sessions.py). Summaries on the real pipeline:
+a memory, which sessions are idle (domain/sessions.py). Summaries on the real pipeline:
 tests/test_episodes.py."""
 from __future__ import annotations
 
-from memstream.domain.sessions import SessionState, episode_content, idle_sessions, tell, untold
+from domain.sessions import SessionState, episode_content, idle_sessions, tell, untold
 
 
 def msgs(*texts, role="user", start=0.0):

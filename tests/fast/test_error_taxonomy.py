@@ -1,4 +1,4 @@
-"""The error taxonomy every consumer applies (memstream/resilience.py), on real exception types."""
+"""The error taxonomy every consumer applies (adapters/resilience.py), on real exception types."""
 from __future__ import annotations
 
 import psycopg
@@ -8,8 +8,8 @@ from confluent_kafka import KafkaError, KafkaException
 from faust.exceptions import PartitionsMismatch
 from neo4j import exceptions as nx
 
-from memstream.errors import InvalidEvent, MemstreamError
-from memstream.resilience import FATAL, POISON, TRANSIENT, Unavailable, classify
+from kernel.errors import InvalidEvent, MemstreamError
+from adapters.resilience import FATAL, POISON, TRANSIENT, Unavailable, classify
 
 
 @pytest.mark.parametrize("exc, kind", [

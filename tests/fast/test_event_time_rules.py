@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memstream.errors import InvalidEvent
+from kernel.errors import InvalidEvent
 from schemas.records import check_record_time
 
 
@@ -23,8 +23,8 @@ def test_the_record_time_rule():
 
 
 def test_a_relative_date_that_leaves_the_calendar_is_left_unresolved_and_the_fact_kept():
-    from memstream.domain.extraction import extract_facts
-    from memstream.domain.text import relative_dates
+    from domain.extraction import extract_facts
+    from domain.text import relative_dates
     first_day = datetime(1, 1, 1, tzinfo=timezone.utc)
     assert relative_dates("I went there yesterday", first_day) == []
     got = relative_dates("yesterday and tomorrow", first_day)

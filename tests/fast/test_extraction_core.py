@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from memstream.config import Settings
-from memstream.embedding import make_embedder
-from memstream.ids import derived_id
+from kernel.config import Settings
+from adapters.embedding import make_embedder
+from kernel.ids import derived_id
 from schemas.codec import make_envelope
 from schemas.events import TurnRecorded
 from streams.extraction_core import RuleExtractor

@@ -1,5 +1,5 @@
 """The rule channel, in-process and deterministic (no I/O)."""
-from memstream.domain.extraction import extract_rules
+from domain.extraction import extract_rules
 
 
 def facts(text):

@@ -24,6 +24,7 @@ from faust.types import TP
 
 from streams import faust_adapter
 from streams.faust_adapter import FAUST_SUPPORTED, faust_supported, faust_version
+from tests.product_packages import product_packages
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = "streams/faust_adapter.py"
@@ -152,7 +153,7 @@ def test_faust_gives_a_messages_timestamp_in_float_seconds():
 
 # -- the rule: faust's private parts are touched in the adapter only -------------------------------
 
-PACKAGES = ("memstream", "schemas", "streams", "projections", "query", "replay")
+PACKAGES = product_packages()
 FAUST = {"faust", "aiokafka", "mode"}
 # Names whose underscore attributes are public API, not faust's: os._exit, sys._getframe, and
 # confluent-kafka's error codes (KafkaError._PARTITION_EOF).

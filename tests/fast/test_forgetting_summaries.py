@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memstream.domain.consolidation import summarize_content
-from memstream.domain.extraction import extract_facts
-from memstream.domain.propositions import proposition
+from domain.consolidation import summarize_content
+from domain.extraction import extract_facts
+from domain.propositions import proposition
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"
 

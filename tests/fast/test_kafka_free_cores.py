@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORES = ("streams/memory_core.py", "streams/session_core.py", "streams/extraction_core.py")
 # Kafka clients and faust, and the modules that handle raw records and partitions for the drivers.
 FORBIDDEN = ("faust", "mode", "aiokafka", "confluent_kafka", "kafka", "streams.app", "streams.faust_adapter",
-             "streams.routing", "schemas.records", "schemas.peek", "memstream.bus")
+             "streams.routing", "schemas.records", "schemas.peek", "adapters.bus")
 
 
 def imported(path: Path) -> set[str]:

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from memstream.errors import InvalidInput  # noqa: E402
+from kernel.errors import InvalidInput  # noqa: E402
 from memstream.integrations.langgraph_store import MemstreamStore, ns_labels, ns_text  # noqa: E402
 
 T0 = "2026-12-01T10:00:00+00:00"

@@ -130,8 +130,8 @@ def test_the_llm_channel_publishes_the_relations_it_reads_and_leaves_out_a_malfo
     offline extractor; one relation that does not fit is left out, never the turn's facts."""
     from datetime import UTC, datetime
 
-    from memstream.config import Settings
-    from memstream.embedding import make_embedder
+    from kernel.config import Settings
+    from adapters.embedding import make_embedder
     from schemas.codec import make_envelope
     from schemas.events import TurnRecorded
     from streams.extraction_core import LlmExtractor

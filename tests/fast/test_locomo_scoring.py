@@ -1,5 +1,5 @@
 """The LoCoMo harness (bench/locomo.py) without services: its metric on hand-made examples, the
-recall helpers it motivated (memstream/domain/text.py), loading; the real runs are
+recall helpers it motivated (domain/text.py), loading; the real runs are
 tests/test_locomo_harness.py."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from bench.locomo import DEFAULT_DATA, clean_dia_ids, coverage, parse_session_time, recall_at, summarize
-from memstream.domain.text import bm25, bm25_ceiling, date_ranges
+from domain.text import bm25, bm25_ceiling, date_ranges
 
 
 def test_coverage_is_the_share_of_evidence_turns_the_retrieved_items_cover():

@@ -1,14 +1,14 @@
-"""The one bounded log reader (memstream/bus.py LogReader) on a scripted consumer: bounds, EOF,
+"""The one bounded log reader (adapters/bus.py LogReader) on a scripted consumer: bounds, EOF,
 errors, the idle bound, and that the consumer is left unassigned and closed. Also the one retry
-policy (memstream/resilience.py Backoff) it and the LLM channel wait with."""
+policy (adapters/resilience.py Backoff) it and the LLM channel wait with."""
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from memstream import bus
-from memstream.bus import LogReader, LogReadError, LogReadTimeout, transient_kafka_error
-from memstream.resilience import Backoff
+from adapters import bus
+from adapters.bus import LogReader, LogReadError, LogReadTimeout, transient_kafka_error
+from adapters.resilience import Backoff
 
 T = "ns.memory"
 

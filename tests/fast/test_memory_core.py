@@ -12,10 +12,10 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memstream.config import Settings
-from memstream.domain.memory_state import Rules
-from memstream.errors import InvalidEvent
-from memstream.ids import uuid7
+from kernel.config import Settings
+from domain.memory_state import Rules
+from kernel.errors import InvalidEvent
+from kernel.ids import uuid7
 from replay.whatif import in_memory_core
 from schemas.codec import control_mac, decode, encode, make_envelope
 from schemas.events import DecayTicked, FactExtracted, MemoryForgotten, UserErased, UserForgotten

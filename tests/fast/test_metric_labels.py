@@ -1,8 +1,8 @@
-"""Metric labels without services (memstream/metrics.py): dead-letter reasons and event types become
+"""Metric labels without services (adapters/metrics.py): dead-letter reasons and event types become
 bounded label values. The counters moving on the real pipeline: tests/test_metrics.py."""
 from __future__ import annotations
 
-from memstream import metrics
+from adapters import metrics
 
 
 def test_dead_letter_reasons_become_a_few_kinds():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memstream import neo4j_auth
-from memstream.config import Settings
-from memstream.errors import ConfigError
+from adapters import neo4j_auth
+from kernel.config import Settings
+from kernel.errors import ConfigError
 
 
 def test_a_setting_wins_over_the_file_and_a_missing_one_says_what_to_do(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from memstream.app.workers import _tail
-from memstream.resilience import Throttled
+from adapters.resilience import Throttled
 
 
 def test_a_repeating_warning_is_logged_once_per_period_with_a_count(caplog):

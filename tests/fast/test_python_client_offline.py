@@ -1,6 +1,6 @@
 """memstream_client (clients/python) without a server: retries honour Retry-After (a tiny local
 stub server answers 503 once), errors map to one root with their subclasses, requests have the
-shapes the API's routes take, and memstream.http_client still raises memstream.errors classes."""
+shapes the API's routes take, and memstream.http_client still raises kernel.errors classes."""
 from __future__ import annotations
 
 import asyncio
@@ -167,8 +167,8 @@ def test_iter_all_follows_the_cursor_and_models_keep_added_fields():
 
 
 def test_the_full_packages_http_client_keeps_memstream_errors():
-    """memstream.http_client is a layer over memstream_client; its callers still catch memstream.errors."""
-    from memstream.errors import AccessDenied, InvalidInput, MemstreamError, Timeout
+    """memstream.http_client is a layer over memstream_client; its callers still catch kernel.errors."""
+    from kernel.errors import AccessDenied, InvalidInput, MemstreamError, Timeout
     from memstream.http_client import MemoryApi
 
     for status, cls in ((422, InvalidInput), (403, AccessDenied), (503, Timeout), (404, MemstreamError)):

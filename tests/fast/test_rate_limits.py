@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from memstream.config import get_settings
-from memstream.errors import NotAuthenticated, RateLimited, TooManyWaits
-from memstream.privacy.tenants import Principal
-from memstream.services import rate_limits
-from memstream.services.access import authenticate
-from memstream.services.rate_limits import Buckets, RateLimits, TokenBucket
+from kernel.config import get_settings
+from kernel.errors import NotAuthenticated, RateLimited, TooManyWaits
+from adapters.privacy.tenants import Principal
+from services import rate_limits
+from services.access import authenticate
+from services.rate_limits import Buckets, RateLimits, TokenBucket
 
 
 class Clock:

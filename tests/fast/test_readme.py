@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 from memstream.app.readme import CONFIG_DOC, DOCS, README, with_config_table
+from tests.product_packages import product_packages
 
 ROOT = README.parent
 README_MAX_LINES = 250
-LAW_PACKAGES = ("memstream", "schemas", "streams", "projections", "query", "replay")
+LAW_PACKAGES = product_packages()
 LAWS_DOC = "docs/concepts.md"
 
 

@@ -30,7 +30,7 @@ def _hit(mid, score):
 
 
 def test_a_near_copy_of_a_better_hit_gives_way_to_other_evidence():
-    w = replace(weights_from(__import__("memstream.config", fromlist=["x"]).get_settings()),
+    w = replace(weights_from(__import__("kernel.config", fromlist=["x"]).get_settings()),
                 redundancy=1.0, redundancy_threshold=0.9)
     e1 = [1.0, 0.0, 0.0]
     near = [0.99, 0.141, 0.0]          # cos 0.99 to e1

@@ -1,4 +1,4 @@
-"""The offline relation extractor (#26, memstream/domain/relation_extraction.py): its score on the
+"""The offline relation extractor (#26, domain/relation_extraction.py): its score on the
 labelled set holds a floor under what bench/relations.py measured, and the kinds of sentence it
 must get right (or leave alone) one by one. Pure; no stack."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 from datetime import UTC, datetime
 
 from bench.relations import load, score
-from memstream.domain.entities import RELATIONS, ROLE_WORDS_EN, ROLE_WORDS_ZH, USER, Mention, RelationDraft
-from memstream.domain.relation_extraction import extract_relations
+from domain.entities import RELATIONS, ROLE_WORDS_EN, ROLE_WORDS_ZH, USER, Mention, RelationDraft
+from domain.relation_extraction import extract_relations
 
 AT = datetime(2026, 6, 1, 12, tzinfo=UTC)
 

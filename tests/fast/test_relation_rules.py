@@ -1,12 +1,12 @@
-"""Relational decisions (#26), in-process: the pure rules (memstream/domain/relation_rules.py) and
+"""Relational decisions (#26), in-process: the pure rules (domain/relation_rules.py) and
 the memory core's `on_relations` (sealed state, re-decided after a crash, what-if's plain core)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memstream.domain.entities import SELF, USER, Mention, RelationDraft
-from memstream.domain.relation_rules import UNKNOWN_START, GraphState, decide_relations
-from memstream.ids import derived_id, uuid7
+from domain.entities import SELF, USER, Mention, RelationDraft
+from domain.relation_rules import UNKNOWN_START, GraphState, decide_relations
+from kernel.ids import derived_id, uuid7
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import RelationsExtracted
 from streams.extraction_core import relation_claims

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import numpy as np
 import orjson
 
-from memstream.config import Settings
-from memstream.domain.memory_state import Rules
-from memstream.domain.rules_profile import (COVERED_RULES_FIELDS, FROM_RULES, describe_differences, differences,
+from kernel.config import Settings
+from domain.memory_state import Rules
+from domain.rules_profile import (COVERED_RULES_FIELDS, FROM_RULES, describe_differences, differences,
                                             profile_hash, profile_of, rules_hash)
-from memstream.ids import uuid7
+from kernel.ids import uuid7
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import FactExtracted, MemoryLinked, RulesAdopted
 from streams.memory_core import MemoryCore, PlainStates

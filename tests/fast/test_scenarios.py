@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 import numpy as np
 
 from bench.scenarios import load, score, simulate
-from memstream.domain import ontology
-from memstream.domain.extraction import extract_facts
-from memstream.domain.memory_rules import decide
-from memstream.domain.memory_state import Rules, UserState
-from memstream.ids import derived_id, uuid7
+from domain import ontology
+from domain.extraction import extract_facts
+from domain.memory_rules import decide
+from domain.memory_state import Rules, UserState
+from kernel.ids import derived_id, uuid7
 from schemas.events import FactExtracted
 
 AT = datetime(2026, 11, 30, tzinfo=timezone.utc)

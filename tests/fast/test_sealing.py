@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memstream.ids import random_bytes, uuid7
+from kernel.ids import random_bytes, uuid7
 from schemas.codec import decode
 
 

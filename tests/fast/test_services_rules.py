@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from memstream.config import get_settings
-from memstream.errors import InvalidInput, MissingScope
-from memstream.privacy.tenants import NotYours, Principal
-from memstream.services.access import OPERATOR, owned, require
-from memstream.services.read_your_writes import wait_for
+from kernel.config import get_settings
+from kernel.errors import InvalidInput, MissingScope
+from adapters.privacy.tenants import NotYours, Principal
+from services.access import OPERATOR, owned, require
+from services.read_your_writes import wait_for
 
 BOUND = Principal("k1", "acme", frozenset({"memory:read"}), user="alice")
 TENANT = Principal("k2", "acme", frozenset({"memory:read", "admin"}))
@@ -63,8 +63,8 @@ def test_a_tenant_gets_its_share_of_waiting_reads_and_the_next_is_refused_at_onc
     process; one more of that tenant is a TooManyWaits (HTTP 429) at once, another tenant waits."""
     from types import SimpleNamespace
 
-    from memstream.errors import TooManyWaits
-    from memstream.services import read_your_writes
+    from kernel.errors import TooManyWaits
+    from services import read_your_writes
 
     release = None
     entered: list[str] = []
@@ -101,8 +101,8 @@ def test_as_of_replays_beyond_the_budget_are_refused_at_once_and_the_budget_come
     history; one more than the budget is a TooManyAsOf (HTTP 429) at once, never queued."""
     import threading
 
-    from memstream.errors import TooManyAsOf
-    from memstream.services import as_of
+    from kernel.errors import TooManyAsOf
+    from services import as_of
 
     settings = get_settings().model_copy(update={"max_as_of_replays": 1})
     gate = threading.Event()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from memstream.config import Settings
-from memstream.ids import derived_id
+from kernel.config import Settings
+from kernel.ids import derived_id
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import TurnRecorded, UserForgotten
 from streams.session_core import FACTS, MEMORY, PRODUCER, SessionCore

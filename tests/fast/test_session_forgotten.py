@@ -9,7 +9,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from memstream.errors import InvalidEvent
+from kernel.errors import InvalidEvent
 from schemas.codec import CONTROL_TYPES, decode, encode, make_envelope
 from schemas.events import REGISTRY, SessionForgotten
 from tests.fast.inmemory import KeyRing

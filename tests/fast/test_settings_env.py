@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.config import Settings
-from memstream.errors import ConfigError
+from kernel.config import Settings
+from kernel.errors import ConfigError
 
 
 def test_variables_are_read_and_keywords_override_them(monkeypatch):
@@ -34,7 +34,7 @@ def test_settings_load_without_pydantic():
     and a 117-field validator were ~0.2 s of CPU per command, over `memstream status`'s 0.3 s budget)."""
     import subprocess
     import sys
-    code = "import sys, memstream.config as c; c.get_settings(); print(sorted(m for m in sys.modules if m.startswith('pydantic')))"
+    code = "import sys, kernel.config as c; c.get_settings(); print(sorted(m for m in sys.modules if m.startswith('pydantic')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream.domain.extraction import extract_facts
+from domain.extraction import extract_facts
 
 AT = datetime(2026, 11, 1, tzinfo=UTC)
 

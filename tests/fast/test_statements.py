@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memstream.domain.classification import CATEGORIES, STATEMENT_KINDS
-from memstream.domain.extraction import MAX_CHARS, extract_facts, extract_rules
-from memstream.domain.statements import extract_statements, third_person_en
-from memstream.domain.text import relative_dates
+from domain.classification import CATEGORIES, STATEMENT_KINDS
+from domain.extraction import MAX_CHARS, extract_facts, extract_rules
+from domain.statements import extract_statements, third_person_en
+from domain.text import relative_dates
 
 AT = datetime(2026, 11, 30, 9, 30, tzinfo=timezone.utc)   # a Monday
 NURSE = "Hi! I'm a nurse and I work night shifts. I'm allergic to peanuts. Last week I adopted a cat named Miso."
@@ -294,7 +294,7 @@ def test_more_relative_dates():
 
 
 def test_every_relative_phrase_resolves_without_error_on_any_day():
-    from memstream.domain.text import _MONTH_NAMES, _SEASONS, _WEEKDAY_ABBR, _WEEKDAYS
+    from domain.text import _MONTH_NAMES, _SEASONS, _WEEKDAY_ABBR, _WEEKDAYS
     units = ["weekend", "week", "month", "year", *_SEASONS, *_WEEKDAYS, *_MONTH_NAMES, *_WEEKDAY_ABBR]
     phrases = [f"{d} {u}" for d in ("last", "next", "this past", "this") for u in units]
     phrases += [f"{n} {u} ago" for n in ("2", "a", "one", "a couple of") for u in ("day", "weeks", "month", "years")]

@@ -1,7 +1,7 @@
-"""memstream/domain/subjects.py: whose fact a memory states, and whether a question names that person."""
+"""domain/subjects.py: whose fact a memory states, and whether a question names that person."""
 import pytest
 
-from memstream.domain.subjects import question_names, third_party
+from domain.subjects import question_names, third_party
 
 THIRD_PARTIES = [   # (content as the extraction rules write it, the relation, the names in the subject)
     ("User's friend Tom lives in Paris and works as a chef", "friend", {"Tom"}),

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from memstream.app.workers import worker_env
-from memstream.config import get_settings
+from kernel.config import get_settings
 
 
 def test_workers_get_a_fixed_mmap_threshold_unless_the_caller_sets_one(monkeypatch):

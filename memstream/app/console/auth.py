@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from memstream.errors import InvalidInput, MissingScope, NotAuthenticated, RateLimited
-from memstream.privacy.tenants import NotYours, Principal
-from memstream.services.access import NO_KEY, authenticate
+from kernel.errors import InvalidInput, MissingScope, NotAuthenticated, RateLimited
+from adapters.privacy.tenants import NotYours, Principal
+from services.access import NO_KEY, authenticate
 
 COOKIE = "memstream_console"
 COOKIE_PATH = "/console"

@@ -26,9 +26,9 @@ from memstream.app.console.auth import (COOKIE, COOKIE_MAX_AGE_S, COOKIE_PATH, R
                                         require, same_origin)
 from memstream.app.console.graph_svg import entity_layout, layout
 from memstream.app.console.templates import CSS, render
-from memstream.privacy.tenants import NotYours
-from memstream.errors import InvalidInput, MissingScope
-from memstream.services import audit, memories as memory_lists, operator_view, relations as relational
+from adapters.privacy.tenants import NotYours
+from kernel.errors import InvalidInput, MissingScope
+from services import audit, memories as memory_lists, operator_view, relations as relational
 from schemas.limits import check_content, check_id
 
 HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; "

@@ -1,4 +1,4 @@
--- memstream's Postgres roles and grants (memstream/privacy/pgroles.py). Run by a superuser,
+-- memstream's Postgres roles and grants (adapters/privacy/pgroles.py). Run by a superuser,
 -- idempotent: `memstream stack up` runs it on every start (memstream/stack/postgres.py), the
 -- docker-compose postgres service at its first start (compose-init.sh). psql variables: owner,
 -- projector, api, keystore (role names), owner_pw, projector_pw, api_pw, keystore_pw (their
@@ -59,7 +59,7 @@ SELECT format('GRANT USAGE ON SCHEMA %1$I TO %2$I, %3$I; '
               'GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %1$I TO %2$I', nspname, :'projector', :'api')
   FROM pg_namespace WHERE nspowner = (SELECT oid FROM pg_roles WHERE rolname = :'owner') \gexec
 
--- 5. The key store: its tables get their grants from their DDL (memstream/privacy/keystore.py,
+-- 5. The key store: its tables get their grants from their DDL (adapters/privacy/keystore.py,
 --    apikeys.py) when a component opens them; here the same grants for the schemas made before.
 \c :"kdb"
 \set ON_ERROR_STOP on
