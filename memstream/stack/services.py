@@ -92,6 +92,44 @@ def install() -> dict[str, str]:
 
 # -- up ------------------------------------------------------------------------------------------
 
+# What a server writes when its port is held by someone else's socket. The check before the start
+# (port_open) sees listeners only: a client socket the kernel gave the same port as its ephemeral
+# source port (55432 lies in Linux's default 32768-60999) is invisible to it, and it is gone a
+# moment later. Seen on a busy machine as "postgres exited during start-up (code 1)".
+_BIND_CONFLICT = ("Address already in use", "could not bind", "BindException")
+_BIND_RETRIES = 5
+
+
+class _PortRaced(StackError):
+    """The service exited because its port was briefly taken: start it again."""
+
+
+def _lost_a_bind_race(svc: Service) -> bool:
+    try:
+        with open(svc.log_file, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    last_start = tail.rfind("=====")       # only what this start wrote (process.spawn heads each start)
+    return any(sign in tail[last_start:] for sign in _BIND_CONFLICT)
+
+
+def _wait_started(svc: Service, proc: Any, deadline: float, limit: float) -> None:
+    """_wait_healthy, starting `svc` again when it lost its port to a passing client socket."""
+    for attempt in range(1, _BIND_RETRIES + 1):
+        try:
+            return _wait_healthy(svc, proc, deadline, limit)
+        except _PortRaced:
+            # A client socket's ephemeral port lives for one connection: wait a moment and start
+            # again, unless a real listener took the port meanwhile (then it is not ours to wait for).
+            if attempt == _BIND_RETRIES or any(process.port_open(h, p) for h, p in svc.ports()):
+                raise
+            print(f"{svc.name:<9}port taken during start-up (a passing client socket): starting again")
+            time.sleep(attempt)
+            proc = svc.start()
+
+
 def _wait_healthy(svc: Service, proc: Any, deadline: float, limit: float) -> None:
     """Wait until `svc` answers. Past `deadline` it is left running, never stopped: a JVM still
     starting on a loaded machine (Neo4j once needed 275.6 s) would only start over from nothing on
@@ -99,6 +137,8 @@ def _wait_healthy(svc: Service, proc: Any, deadline: float, limit: float) -> Non
     while True:
         if proc is not None and proc.poll() is not None:
             svc.pid_file.unlink(missing_ok=True)
+            if _lost_a_bind_race(svc):
+                raise _PortRaced(f"{svc.name}: its port was taken while it started; see {svc.log_file}")
             raise StackError(f"{svc.name} exited during start-up (code {proc.returncode}); see {svc.log_file}")
         if svc.probe():
             return
@@ -158,7 +198,7 @@ def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
     def settle(svc: Service) -> None:
         try:
             # Counted from its own start: a slow prepare() (a data migration) does not eat into it.
-            _wait_healthy(svc, procs.get(svc.name), max(deadline, started_at.get(svc.name, 0.0) + limit), limit)
+            _wait_started(svc, procs.get(svc.name), max(deadline, started_at.get(svc.name, 0.0) + limit), limit)
             svc.after_healthy()
             if svc.name in started_at:
                 notes[svc.name] = f"started, healthy in {time.monotonic() - started_at[svc.name]:.1f} s"
