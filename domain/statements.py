@@ -967,9 +967,15 @@ def _en_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
     cuts = [c.start() for c in _EN_COMPOUND.finditer(sentence)
             if c.group(0).strip(" ,;") or c.group(0).strip() in (",", ";")]
     cuts = [c for c in cuts if c > 0 and _FP_CLAUSE.search(sentence, 0, c) and len(sentence[:c].split()) >= 3]
+    yield from _cut(m, cuts)
+
+
+def _cut(m: re.Match[str] | _Piece, cuts: list[int]) -> Iterator[re.Match[str] | _Piece]:
+    """`m` itself when there is no cut, else its pieces between the cuts (offsets kept)."""
     if not cuts:
         yield m
         return
+    sentence = m.group(0)
     bounds = [0, *cuts, len(sentence)]
     for a, b in zip(bounds, bounds[1:]):
         yield _Piece(sentence[a:b], m.start() + a)
@@ -981,13 +987,7 @@ _ZH_COMPOUND = re.compile(r"[，,；;](?=\s*(?:我(?!们)|而且我|并且我|�
 
 def _zh_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
     sentence = m.group(0)
-    cuts = [c.end() for c in _ZH_COMPOUND.finditer(sentence)]
-    if not cuts:
-        yield m
-        return
-    bounds = [0, *cuts, len(sentence)]
-    for a, b in zip(bounds, bounds[1:]):
-        yield _Piece(sentence[a:b], m.start() + a)
+    yield from _cut(m, [c.end() for c in _ZH_COMPOUND.finditer(sentence)])
 
 
 _FP_CLAUSE = re.compile(r"(?<![\w'’])(?:I|I['’](?:m|ve|ll|d)|[Ww]e)(?![\w'’])")   # a first-person subject
