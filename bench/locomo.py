@@ -678,11 +678,14 @@ def evaluate_turns_recall(models, run: TurnsRun, k: int = 25, expand: bool = Tru
     from query.recall import RecallRequest, recall
     rows, spent = [], 0.0
     for c in run.convs:
+        # asked when the conversation ends (see evaluate_recall)
+        asked_at = max((t.time for t in run.turns.get(c.id, [])), default=None)
         for q in c.questions:
             t = time.perf_counter()
             hits = []
             for speaker, user in run.users[c.id]:
-                hits.extend(recall(models, RecallRequest(user, q.text, k=k, expand=expand, aliases=(speaker,)), weights))
+                hits.extend(recall(models, RecallRequest(user, q.text, k=k, expand=expand, aliases=(speaker,)), weights,
+                                   now=asked_at))
             spent += time.perf_counter() - t
             hits.sort(key=lambda h: (-h.score, h.memory_id))
             rows.append((q.category, recall_at(q.evidence, [run.sources.get(h.memory_id, frozenset()) for h in hits[:k]], ks)))
@@ -782,10 +785,13 @@ def evaluate_recall(models, convs: list[Conversation], sources: dict[str, frozen
     recall_fn = recall_fn or recall
     rows, spent = [], 0.0
     for c in convs:
+        # asked when the conversation ends: importance decays to the reader's time (domain/decay.py),
+        # and these conversations are years old
+        asked_at = max((o.time for o in c.observations), default=None)
         for qi, q in enumerate(c.questions):
             t = time.perf_counter()
             hits = recall_fn(models, RecallRequest(c.user, q.text, k=k, expand=expand,
-                                                   query_embedding=qvecs[(c.id, qi)].tolist()), weights)
+                                                   query_embedding=qvecs[(c.id, qi)].tolist()), weights, now=asked_at)
             spent += time.perf_counter() - t
             rows.append((q.category, recall_at(q.evidence, [sources.get(h.memory_id, frozenset()) for h in hits], ks)))
     return rows, spent
@@ -800,6 +806,14 @@ def format_table(named: list[tuple[str, dict[str, dict]]], ks: Sequence[int] = K
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     ns = [f"{g} n={named[0][1][g]['n']}" for g in groups if g in named[0][1]]
     return "\n".join(lines) + "\n(" + ", ".join(ns) + ")"
+
+
+def events_per_fact(counts: dict[str, int], facts: int) -> str:
+    """The memory processor's decision events per fact (issue 31: at most 3.5), by type."""
+    from replay.whatif import DECISIONS
+    n = sum(v for k, v in counts.items() if k in DECISIONS)
+    by_type = ", ".join(f"{k} {counts[k]}" for k in DECISIONS if counts.get(k))
+    return f"decision events: {n} for {facts} facts = {n / facts if facts else 0:.2f} a fact ({by_type})"
 
 
 def print_summary(name: str, s: dict[str, dict], ks: Sequence[int] = KS) -> None:
@@ -978,6 +992,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"({dict(sorted(run.prov.counts.items()))}); {nq} questions (categories 1–4), "
           f"{sum(c.skipped_questions for c in convs)} skipped for lack of evidence ids")
     print(f"memory_items by status: {run.status}")
+    print(events_per_fact(run.prov.counts, n_obs))
     if run.prov.counts.get("memory.expired") or run.prov.counts.get("memory.summarized"):
         print(f"note: forgetting acted during ingest (event time spans months): {run.prov.counts.get('memory.expired', 0)} "
               f"memories archived (memory.expired), {run.prov.counts.get('memory.summarized', 0)} summarised; archived "

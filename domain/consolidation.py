@@ -26,7 +26,11 @@ this again.
    vectors. A store-triggered consolidation ages at most `sweep_max` memories, round-robin over the
    ledger's buckets (a 10,000-memory user is fully aged every ~5 consolidations); a tick ages all.
    - decay: importance = base x rate^(days since creation or last re-statement), recomputed from
-     the base (never compounded), published only when it moved by >= decay_min_change;
+     the base (never compounded), decided in steps of decay_min_change (what merges, dedups and
+     the TTL compare). Decay is a function (decay.py): readers decay the last published value
+     themselves, so a step is published (`memory.decayed`) only when theirs would be off by
+     decay_min_change or more — the idle lowering, its undoing, a merge that took the other
+     parent's anchor — not for the passing of time;
    - progressive forgetting of memories not accessed (reinforced, recalled) for a while:
      weight lowered (x idle_factor, `memory.decayed` reason "idle") -> content summarised
      (`memory.summarized`: the main clause with its subject, verb and object, never cut; only
@@ -51,6 +55,7 @@ from typing import cast
 
 import numpy as np
 
+from domain.decay import DAY, importance_at
 from domain.ledger import BUCKETS, FACTS_CAP, Entry
 from domain.memory_state import REVIVE_MIN_SCORE, Decision, PrefState, Recent, Rules, UserState
 from domain.propositions import DATE_TAIL as _DATE_TAIL
@@ -59,7 +64,6 @@ from domain.propositions import event_dates, is_digest, lemma, proposition, verb
 from schemas.events import (MemoryDecayed, MemoryDeduped, MemoryExpired, MemoryMerged, MemoryRevived,
                             MemorySummarized)
 
-DAY = 86400.0
 _EPS = 1e-9
 FORGOTTEN_VALUE = "\x00forgotten"  # a preference whose memory was forgotten: any new value is a new version
 _CLAUSE_END = re.compile(r"[。！？!?；;，,\n]|\.(?:\s|$)")
@@ -212,6 +216,7 @@ def merge_and_dedup(state: UserState, rules: Rules, now: float) -> list[Decision
         if keep.key is None and gone.key is not None:
             keep.key, keep.value = gone.key, gone.value
         keep.importance = ek.importance = max(weights)
+        ek.published(keep.importance, now)    # both dedup and merge carry it, at `now`
         keep.access_count = ek.access = ek.access + eg.access
         ek.facts = facts
         data: MemoryDeduped | MemoryMerged
@@ -327,10 +332,16 @@ def _object_end(body: str) -> int | None:
 
 def effective_importance(e: Entry, rules: Rules, now: float) -> float:
     """base x rate^days since the anchor (x idle factor once lowered): from the base, never compounded."""
-    days = max(0.0, (now - e.anchor) / DAY)
     factor = rules.idle_factor if e.stage >= 1 else 1.0
-    decayed: float = rules.decay_rate ** days   # float ** float is typed Any (a negative base gives a complex)
-    return round(min(1.0, max(0.0, e.base * decayed * factor)), 4)
+    return importance_at(e.base * factor, e.anchor, now, rules.decay_rate)
+
+
+def shown_importance(e: Entry, rules: Rules, now: float) -> float | None:
+    """What readers compute for this memory now (decay.py), or None when the ledger does not know
+    what they hold (an entry stored before decay was a function: then every step is published)."""
+    if e.shown is None or e.shown_at is None:
+        return None
+    return importance_at(e.shown, e.shown_at, now, rules.decay_rate)
 
 
 def age(state: UserState, rules: Rules, now: float, full: bool = False) -> list[Decision]:
@@ -364,9 +375,17 @@ def _age_one(state: UserState, rules: Rules, now: float, mid: str, e: Entry, win
         ledger.edit(mid)
     imp = effective_importance(e, rules, now)
     if abs(imp - e.importance) + _EPS >= rules.decay_min_change or (lowered and imp != e.importance):
-        reason: str | None = "idle" if lowered else ("refresh" if imp > e.importance else "decay")
-        out.append(Decision(f"decayed:{mid}", MemoryDecayed(memory_id=mid, importance=imp, previous=e.importance,
-                                                            reason=reason, age_days=round(age_days, 4)), now))
+        # 1. The step is decided as before: merges, dedups and the TTL compare e.importance.
+        # 2. It is published only where readers, decaying the last published value themselves,
+        #    would be off by a step or more: the idle factor came or went, or a merge moved the
+        #    anchor. Plain decay matches their function and writes nothing.
+        shown = shown_importance(e, rules, now)
+        if shown is None or lowered or abs(imp - shown) + _EPS >= rules.decay_min_change:
+            reason: str | None = "idle" if lowered else ("refresh" if imp > e.importance else "decay")
+            out.append(Decision(f"decayed:{mid}", MemoryDecayed(
+                memory_id=mid, importance=imp, previous=e.importance if shown is None else shown, reason=reason,
+                age_days=round(age_days, 4)), now))
+            e.published(imp, now)
         e.importance = imp
         ledger.edit(mid)
         if mid in window:
@@ -451,7 +470,7 @@ def recalled(state: UserState, memory_ids: list[str], at: float, archived_ids: l
         old, archived_at = found
         importance = round(min(1.0, max(0.0, old.base)), 4)
         back = Entry("", old.base, at, old.created, importance, at, old.access, old.recalls + 1, 0,
-                     old.inc, old.out, [], old.kind, old.pinned)
+                     old.inc, old.out, [], old.kind, old.pinned, shown=importance, shown_at=at)
         state.ledger.unarchive(mid, back)
         out.append(Decision(f"revived:{mid}", MemoryRevived(
             memory_id=mid, importance=importance, previous=old.importance,

@@ -49,7 +49,7 @@ class Entry:
     base: float            # importance when last (re)stated: creation, reinforcement, merge
     anchor: float          # epoch seconds (event time) it decays from
     created: float         # epoch seconds (event time) of creation; age for the TTL
-    importance: float      # as last published (created/reinforced/decayed/merged)
+    importance: float      # as last decided: the value merges, dedups and the TTL compare (stepped by decay_min_change)
     last_access: float     # epoch seconds: creation, reinforcement, merge or recall
     access: int = 0        # access_count as published (reinforcements, merges)
     recalls: int = 0       # times returned by recall (memory.recalled)
@@ -59,16 +59,25 @@ class Entry:
     facts: list[str] = field(default_factory=list)  # provenance: the facts this memory was built from
     kind: str | None = None  # its category (TTL by kind); None until consolidation saw it in the window
     pinned: bool = False     # a tag that keeps it from age-based forgetting (e.g. "decision")
+    # What readers hold: the importance last published in an event and that event's time (epoch s).
+    # They decay it themselves (domain/decay.py); None for entries stored before decay was a function.
+    shown: float | None = None
+    shown_at: float | None = None
 
     def to_list(self) -> list[Any]:
         return [self.content, self.base, self.anchor, self.created, self.importance, self.last_access, self.access,
-                self.recalls, self.stage, self.inc, self.out, self.facts, self.kind, self.pinned]
+                self.recalls, self.stage, self.inc, self.out, self.facts, self.kind, self.pinned, self.shown,
+                self.shown_at]
 
     @classmethod
     def from_list(cls, x: list[Any]) -> "Entry":
-        # entries stored before kinds were kept have 12 fields
-        # (ignore: mypy lets the leading *x[:9] fill every parameter; the slices are 9 + 3 + up to 2 fields)
-        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]), *x[12:14])  # type: ignore[call-arg]
+        # entries stored before kinds were kept have 12 fields, before decay was a function 14
+        # (ignore: mypy lets the leading *x[:9] fill every parameter; the slices are 9 + 3 + up to 4 fields)
+        return cls(*x[:9], list(x[9]), list(x[10]), list(x[11]), *x[12:16])  # type: ignore[call-arg]
+
+    def published(self, importance: float, at: float) -> None:
+        """An event carried `importance` at event time `at`: what readers decay from now on."""
+        self.shown, self.shown_at = importance, at
 
     def archived_record(self, at: float) -> list[Any]:
         """The compact record an archived memory keeps (no content, no provenance)."""

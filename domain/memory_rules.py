@@ -129,6 +129,7 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
             ledger.put(target.memory_id, entry)
         entry.base = entry.importance = target.importance
         entry.anchor = entry.last_access = now
+        entry.published(target.importance, t)   # memory.reinforced carries it at the fact's time
         entry.access = target.access_count
         entry.stage = 0
         state.recent.remove(target)
@@ -143,7 +144,8 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
         #     The ledger counts every edge at both ends: in-degree protects from expiry.
         memory_id = fact.fact_id
         decisions.append(Decision("memory.created", _created(fact)))
-        entry = Entry(fact.content, fact.importance, t, t, fact.importance, t, facts=[fact.fact_id])
+        entry = Entry(fact.content, fact.importance, t, t, fact.importance, t, facts=[fact.fact_id],
+                      shown=fact.importance, shown_at=t)
         if state.last_memory_id is not None:
             decisions.append(Decision(f"linked:FOLLOWS:{state.last_memory_id}", MemoryLinked(
                 from_id=state.last_memory_id, to_id=memory_id, kind="FOLLOWS")))

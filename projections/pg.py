@@ -72,6 +72,8 @@ ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS merged_into text;
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS parent_ids text[] NOT NULL DEFAULT '{{}}';
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS source_fact_ids text[] NOT NULL DEFAULT '{{}}';
 ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS summarized_at timestamptz;
+-- decay is a function (domain/decay.py): when `importance` was published; readers decay it from there
+ALTER TABLE {s}.memory_items ADD COLUMN IF NOT EXISTS importance_at timestamptz;
 ALTER TABLE {s}.preference_history ADD COLUMN IF NOT EXISTS memory_id text;
 -- `ann`: the row is in the HNSW index (a partial index, made by ensure_vector_index): the rows of
 -- users who hold at least vector_index_min_rows rows. Smaller users are served by the btree on

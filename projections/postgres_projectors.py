@@ -170,7 +170,7 @@ class MemoryItemsProjector(_PostgresProjector):
     CHECKSUM = {"memory_items": ([
         "memory_id", "user_id", "key", "value", "content", "category", "tags", "slot_hint", "importance", "embedding",
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
-        "updated_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann", "agent_id", "run_id",
+        "updated_at", "importance_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann", "agent_id", "run_id",
         "metadata"], ["memory_id"]),
         "memory_links": (["memory_id", "other_id", "kind", "user_id", "weight"], ["memory_id", "other_id", "kind"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
@@ -183,7 +183,8 @@ class MemoryItemsProjector(_PostgresProjector):
     CREATE_COLUMNS = [("memory_id", "text"), ("user_id", "text"), ("key", "text"), ("value", "text"), ("content", "text"),
                       ("category", "text"), ("tags", "text[]"), ("slot_hint", "text"), ("importance", "float4"),
                       ("embedding", "vector"), ("session", "text"), ("fact_id", "text"), ("event_id", "text"),
-                      ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("terms", "text[]"),
+                      ("created_at", "timestamptz"), ("updated_at", "timestamptz"), ("importance_at", "timestamptz"),
+                      ("terms", "text[]"),
                       ("agent_id", "text"), ("run_id", "text"), ("metadata", "jsonb")]
     # Kinds written one statement per batch where log order allows (projections/batching.py). Each
     # writes the row of its own memory_id; reinforcement and supersession both set updated_at. A
@@ -200,10 +201,10 @@ class MemoryItemsProjector(_PostgresProjector):
                 # Absolute values from the event: applying it twice leaves the same row.
                 cur.executemany(self.q(
                     "UPDATE {s}.memory_items SET importance = %s, category = %s, slot_hint = %s, tags = %s, "
-                    "access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s "
-                    "WHERE memory_id = %s AND user_id = %s"),
+                    "access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s, "
+                    "importance_at = %s WHERE memory_id = %s AND user_id = %s"),
                     [(d.importance, d.category, d.slot_hint, d.tags, d.access_count, i.event.time, i.event.time,
-                      d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
+                      i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
             elif kind == "supersede":
                 cur.executemany(self.q(
                     "UPDATE {s}.memory_items SET status = 'outdated', superseded_by = %s, updated_at = %s "
@@ -231,7 +232,7 @@ class MemoryItemsProjector(_PostgresProjector):
         pg.copy_rows(cur, "memory_items_in", self.CREATE_COLUMNS,
                      ((d.memory_id, i.event.user, d.key, d.value, d.content, d.category, d.tags, d.slot_hint,
                        d.importance, np.asarray(d.embedding, dtype=np.float32), d.session, d.fact_id, i.event.id,
-                       i.event.time, i.event.time, sorted(set(tokens(d.content))), d.agent_id, d.run_id,
+                       i.event.time, i.event.time, i.event.time, sorted(set(tokens(d.content))), d.agent_id, d.run_id,
                        None if d.metadata is None else Jsonb(d.metadata))
                       for i in run for d in (i.event.data,)))
         cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.CREATE_COLUMNS)
@@ -281,38 +282,39 @@ class MemoryItemsProjector(_PostgresProjector):
         """Consolidation and forgetting: absolute values from the event, so re-applying changes nothing."""
         rows = [(i.event, i.event.data) for i in run]
         if kind == "decay":
-            cur.executemany(self.q("UPDATE {s}.memory_items SET importance = %s, updated_at = %s "
+            cur.executemany(self.q("UPDATE {s}.memory_items SET importance = %s, updated_at = %s, importance_at = %s "
                                    "WHERE memory_id = %s AND user_id = %s"),
-                            [(d.importance, e.time, d.memory_id, e.user) for e, d in rows])
+                            [(d.importance, e.time, e.time, d.memory_id, e.user) for e, d in rows])
         elif kind == "merge":
             # The survivor takes the merged content/embedding; its provenance is the union of parents.
             cur.executemany(self.q(
                 "UPDATE {s}.memory_items SET content = %s, embedding = %s, importance = %s, category = %s, slot_hint = %s, "
                 "tags = %s, key = %s, value = %s, access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), "
                 "parent_ids = ARRAY(SELECT DISTINCT p FROM unnest(parent_ids || %s::text[]) AS p ORDER BY p), "
-                "source_fact_ids = %s, terms = %s, updated_at = %s WHERE memory_id = %s AND user_id = %s"),
+                "source_fact_ids = %s, terms = %s, updated_at = %s, importance_at = %s WHERE memory_id = %s AND user_id = %s"),
                 [(d.content, np.asarray(d.embedding, dtype=np.float32), d.importance, d.category, d.slot_hint, d.tags,
                   d.key, d.value, d.access_count, e.time, d.parent_ids, d.fact_ids, sorted(set(tokens(d.content))),
-                  e.time, d.memory_id, e.user) for e, d in rows])
+                  e.time, e.time, d.memory_id, e.user) for e, d in rows])
             self._retire(cur, rows, "merged")
         elif kind == "dedup":
             cur.executemany(self.q(
                 "UPDATE {s}.memory_items SET importance = %s, category = %s, tags = %s, access_count = %s, "
-                "source_fact_ids = %s, updated_at = %s WHERE memory_id = %s AND user_id = %s"),
-                [(d.importance, d.category, d.tags, d.access_count, d.fact_ids, e.time, d.memory_id, e.user)
+                "source_fact_ids = %s, updated_at = %s, importance_at = %s WHERE memory_id = %s AND user_id = %s"),
+                [(d.importance, d.category, d.tags, d.access_count, d.fact_ids, e.time, e.time, d.memory_id, e.user)
                  for e, d in rows])
             self._retire(cur, rows, "deduped")
         elif kind == "archive":
             # Forgetting archives (memory.expired): out of the working set, never out of the table.
-            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'archived', importance = %s, updated_at = %s "
-                                   "WHERE memory_id = %s AND user_id = %s AND status IN ('active', 'archived', 'expired')"),
-                            [(d.importance, e.time, d.memory_id, e.user) for e, d in rows])
+            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'archived', importance = %s, updated_at = %s, "
+                                   "importance_at = %s WHERE memory_id = %s AND user_id = %s "
+                                   "AND status IN ('active', 'archived', 'expired')"),
+                            [(d.importance, e.time, e.time, d.memory_id, e.user) for e, d in rows])
         elif kind == "revive":
             # A recall brought an archived memory back (the recall itself refreshed its access).
             cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'active', importance = %s, "
-                                   "last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s "
+                                   "last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s, importance_at = %s "
                                    "WHERE memory_id = %s AND user_id = %s AND status IN ('archived', 'expired')"),
-                            [(d.importance, e.time, e.time, d.memory_id, e.user) for e, d in rows])
+                            [(d.importance, e.time, e.time, e.time, d.memory_id, e.user) for e, d in rows])
         elif kind == "summarize":
             cur.executemany(self.q("UPDATE {s}.memory_items SET content = %s, terms = %s, summarized_at = %s, "
                                    "updated_at = %s WHERE memory_id = %s AND user_id = %s"),

@@ -1,6 +1,8 @@
 """Read-model queries used by the CLI (and later the HTTP API): always scoped to one user."""
 from __future__ import annotations
 
+from datetime import datetime
+
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
@@ -8,6 +10,7 @@ from psycopg.rows import dict_row
 from kernel.config import Settings
 from adapters.privacy import tenant_barrier
 from projections import pg
+from projections.importance import importance_now
 
 
 def _read(settings: Settings, query: str, params: tuple) -> list[dict]:
@@ -38,8 +41,10 @@ def preferences_as_of(settings: Settings, user: str, at) -> list[dict]:
     return [{**r, "updated_at": r["updated_at"].isoformat()} for r in rows]
 
 
-def memories(settings: Settings, user: str, limit: int = 100) -> list[dict]:
-    rows = _read(settings, "SELECT memory_id, content, category, key, value, tags, importance, status, superseded_by, access_count, created_at "
+def memories(settings: Settings, user: str, limit: int = 100, at: datetime | None = None) -> list[dict]:
+    """The user's memory items in creation order, importance as of `at` (default now)."""
+    rows = _read(settings, "SELECT memory_id, content, category, key, value, tags, " + importance_now(settings.decay_rate, at)
+                 + " AS importance, status, superseded_by, access_count, created_at "
                            "FROM {s}.memory_items WHERE user_id = %s ORDER BY created_at, memory_id LIMIT %s", (user, limit))
     return [{**r, "created_at": r["created_at"].isoformat()} for r in rows]
 
@@ -121,12 +126,18 @@ MEMORY_COLUMNS = ("memory_id", "content", "category", "key", "value", "tags", "s
                   "metadata", "fact_id", "created_at", "updated_at")
 
 
+def _memory_columns(settings) -> sql.Composable:
+    """MEMORY_COLUMNS as selected: importance as of now (decay is a function, projections/importance.py)."""
+    return sql.SQL(", ").join(sql.SQL(importance_now(settings.decay_rate) + " AS importance") if c == "importance"
+                              else sql.Identifier(c) for c in MEMORY_COLUMNS)
+
+
 def list_memories(models, user: str, where: sql.Composable, params: list, after: tuple | None,
                   limit: int) -> list[dict]:
     """One page of the user's memory items, in (created_at, memory_id) order: `where` and `params`
     from projections/memory_filters.py (compiled, parameterised), `after` the previous page's last
     (created_at, memory_id). Reads limit + 1 rows, so the caller knows whether another page exists."""
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in MEMORY_COLUMNS)
+    cols = _memory_columns(models.settings)
     query = sql.SQL("SELECT {c} FROM {s}.memory_items WHERE user_id = %s AND {w}{a} "
                     "ORDER BY created_at, memory_id LIMIT %s").format(
         c=cols, s=models.schema, w=where,
@@ -141,7 +152,7 @@ def list_memories(models, user: str, where: sql.Composable, params: list, after:
 
 def get_memory(models, user: str, memory_id: str) -> dict | None:
     """One memory item of the user, or None (none, or another user's: memory ids are global)."""
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in MEMORY_COLUMNS)
+    cols = _memory_columns(models.settings)
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         try:
             cur.execute(sql.SQL("SELECT {c} FROM {s}.memory_items WHERE user_id = %s AND memory_id = %s").format(

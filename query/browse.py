@@ -7,6 +7,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from projections.graph_generation import RESOLVE
+from projections.importance import importance_now
 
 # The console's status filters, over the memory_items statuses (projections/postgres_projectors.py):
 # `expired` is what an older projection wrote for an archived memory.
@@ -29,7 +30,8 @@ def memories(models, user: str, status: str = "all", category: str | None = None
         params.append("%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         try:
-            cur.execute(models.q("SELECT memory_id, content, category, tags, importance, status, superseded_by, "
+            cur.execute(models.q("SELECT memory_id, content, category, tags, " + importance_now(models.settings.decay_rate)
+                                 + " AS importance, status, superseded_by, "
                                  "merged_into, access_count, created_at FROM {s}.memory_items WHERE "
                                  + " AND ".join(where) + " ORDER BY created_at DESC, memory_id LIMIT %s"),
                         (*params, limit))

@@ -7,16 +7,22 @@ The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 from psycopg.rows import dict_row
 
 from query.store import ReadModels
+from projections.importance import importance_now
 
 PROFILE_CATEGORIES = ("identity", "preference", "policy")
 
 
-def profile(models: ReadModels, user: str) -> dict:
+def profile(models: ReadModels, user: str, at: datetime | None = None) -> dict:
+    """The user's current identity, preferences and policies; importance as of `at` (default now)."""
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(models.q("SELECT memory_id, content, category, importance, created_at, key, value FROM {s}.memory_items "
+        # importance as of now (decay is a function), ranked by it
+        cur.execute(models.q("SELECT memory_id, content, category, " + importance_now(models.settings.decay_rate, at)
+                             + " AS importance, created_at, key, value FROM {s}.memory_items "
                              "WHERE user_id = %s AND status = 'active' AND category = ANY(%s) "
                              "ORDER BY importance DESC, created_at, memory_id"), (user, list(PROFILE_CATEGORIES)))
         mems = cur.fetchall()

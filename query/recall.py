@@ -32,6 +32,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from projections.importance import importance_now
 from projections.memory_filters import compile_filter_named
 
 from domain.subjects import question_names, third_party
@@ -39,8 +40,11 @@ from domain.text import bm25, bm25_ceiling, date_ranges, tokens
 from adapters.metrics import timed_query
 from query.store import ReadModels
 
-COLUMNS = ("memory_id, content, category, tags, importance, created_at, access_count, last_accessed_at, status, "
-           "terms, embedding, agent_id, run_id, metadata, 1 - (embedding <=> %(q)s) AS sim")
+def columns(decay_rate: float, now: datetime) -> str:
+    """What every candidate read selects; importance as of `now` (decay is a function: projections/importance.py)."""
+    return ("memory_id, content, category, tags, " + importance_now(decay_rate, now) + " AS importance, created_at, "
+            "access_count, last_accessed_at, status, terms, embedding, agent_id, run_id, metadata, "
+            "1 - (embedding <=> %(q)s) AS sim")
 ARCHIVED = ("archived", "expired")     # `expired`: what projections said before forgetting archived
 ACTIVE_TIER = ("active",)
 BOTH_TIERS = ("active",) + ARCHIVED
@@ -234,6 +238,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
     where = where + models.q(" AND NOT EXISTS (SELECT 1 FROM {s}.preferences p WHERE p.user_id = memory_items.user_id "
                              "AND p.key = memory_items.key AND p.value <> memory_items.value)")
     params["q"] = q
+    cols = columns(models.settings.decay_rate, now)
     n_candidates = max(req.k * 4, w.candidates)
     qterms = sorted({v for t in set(tokens(req.query)) for v in inflections(t)})
     windows = date_ranges(req.query) if w.time else []
@@ -246,14 +251,14 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         indexed = index_scope(cur, models, req.user)
         # 1. vector search, user-scoped: the partial HNSW index (iterative scan) for a user whose
         #    rows it holds, else (or where the planner prefers it) an exact scan of the user's rows
-        cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ")
+        cur.execute(models.q("SELECT " + cols + " FROM {s}.memory_items WHERE ")
                     + where + indexed + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
                     {**params, "n": n_candidates}, binary=True)
         rows = {r["memory_id"]: r for r in cur.fetchall()}
         # 2. keyword path: names, numbers and dates that vectors miss (any inflection of a query word)
         keyword: dict[str, float] = {}
         if qterms:
-            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + indexed
+            cur.execute(models.q("SELECT " + cols + " FROM {s}.memory_items WHERE ") + where + indexed
                         + sql.SQL(" AND terms && %(terms)s ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
                         {**params, "terms": qterms, "n": KEYWORD_LIMIT}, binary=True)
             found = {r["memory_id"]: r for r in cur.fetchall()}
@@ -265,7 +270,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         if windows:
             within = sql.SQL(" OR ").join(sql.SQL("(created_at >= {} AND created_at < {})").format(sql.Literal(a), sql.Literal(b))
                                           for a, b in windows)
-            cur.execute(models.q("SELECT " + COLUMNS + " FROM {s}.memory_items WHERE ") + where + indexed + sql.SQL(" AND (")
+            cur.execute(models.q("SELECT " + cols + " FROM {s}.memory_items WHERE ") + where + indexed + sql.SQL(" AND (")
                         + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates},
                         binary=True)
             for r in cur.fetchall():
@@ -283,7 +288,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         # 6. 1-hop graph expansion from the best hits, in the same snapshot: a neighbour scores its
         #    edge's weight × its seed's score, or its own score if that is higher (merge, dedup)
         if req.expand and ranked:
-            for hit in _expand(cur, models, ranked[: min(5, req.k)], where, params, w):
+            for hit in _expand(cur, models, ranked[: min(5, req.k)], where, params, w, cols):
                 if hit.memory_id not in hits or hit.score > hits[hit.memory_id].score:
                     hits[hit.memory_id] = hit
             ranked = sorted(hits.values(), key=lambda h: (-h.score, h.memory_id))
@@ -375,13 +380,13 @@ def _score(r: dict, keyword: float | None, w: Weights, now: datetime, in_time: b
 
 
 def _expand(cur, models: ReadModels, seeds: list[RecallHit], where: sql.Composable, params: dict,
-            w: Weights) -> list[RecallHit]:
+            w: Weights, cols: str) -> list[RecallHit]:
     """The seeds' FOLLOWS and SIMILAR_TO neighbours (memory_links, kept by the pgvector projector
     from the same memory.linked events as the graph), with the same filters as every other hit:
     a filter is a promise about every result. One statement on recall's own snapshot."""
     cur.execute(models.q("SELECT l.seed_id, l.kind, i.* FROM (SELECT memory_id AS seed_id, other_id, kind "
                          "FROM {s}.memory_links WHERE memory_id = ANY(%(seeds)s)) AS l CROSS JOIN LATERAL (SELECT "
-                         + COLUMNS + " FROM {s}.memory_items WHERE ") + where
+                         + cols + " FROM {s}.memory_items WHERE ") + where
                 + sql.SQL(" AND memory_id = l.other_id) AS i ORDER BY i.memory_id, l.seed_id, l.kind"),
                 {**params, "seeds": [h.memory_id for h in seeds]}, binary=True)
     found = cur.fetchall()

@@ -121,7 +121,7 @@ def profile_as_of(settings: Settings, user: str, at: datetime, keys=None) -> dic
     with snapshot(settings, user, at, keys) as shadow:
         then = ReadModels(shadow, pool_size=1)
         try:
-            return profile(then, user)
+            return profile(then, user, at=_check(at))
         finally:
             then.close()
 
@@ -135,7 +135,7 @@ def preferences_as_of(settings: Settings, user: str, at: datetime, keys=None) ->
 def memories_as_of(settings: Settings, user: str, at: datetime, keys=None, limit: int = 100) -> list[dict]:
     from projections.queries import memories
     with snapshot(settings, user, at, keys) as shadow:
-        return memories(shadow, user, limit)
+        return memories(shadow, user, limit, at=_check(at))
 
 
 def sweep_stale(settings: Settings) -> int:

@@ -62,6 +62,8 @@ PRODUCER = "whatif/1"
 DECISIONS = ("memory.created", "memory.reinforced", "memory.linked", "memory.superseded", "preference.set",
              "memory.merged", "memory.deduped", "memory.decayed", "memory.expired", "memory.summarized",
              "memory.revived", "entity.observed", "relation.asserted", "relation.ended")
+# memory.decayed for time alone (_time_only): counted under this name, not compared
+TIME_ONLY = "memory.decayed (time)"
 # Inputs of the processor that the projections need too: copied to the what-if topic.
 PASS_THROUGH = ("user.erased", "memory.recalled", "memory.forgotten", "user.forgotten")
 # pg-relations: a what-if's shadow answers entity and relation queries too (#26), as neo4j-graph draws them
@@ -132,6 +134,15 @@ def in_memory_core(settings: Settings, rules: Rules, keys) -> MemoryCore:
     unsealed values: the state lives only as long as this what-if."""
     return MemoryCore(settings, rules, keys, states={}, ledgers={}, codec=PlainStates(),
                       partition_of=partitioner(settings.partitions))
+
+
+def _time_only(record: dict) -> bool:
+    """A `memory.decayed` that says only that time passed (reason "decay"). Workers before decay
+    became a function (domain/decay.py) published one per step of decay_min_change; now a reader
+    computes it, and the worker publishes one only to correct a reader's value. Neither is a
+    decision to compare: a log from before the change and a what-if after it differ in exactly
+    these, and each side's count is reported apart."""
+    return record.get("type") == "memory.decayed" and (record.get("data") or {}).get("reason") == "decay"
 
 
 def _signature(record: dict) -> str:
@@ -266,9 +277,12 @@ def whatif(settings: Settings, name: str, overrides: list[str] | dict, *, keys=N
                         env = out.envelope
                         raw = encode(env, keys)
                         send(p, out.key.encode(), raw)
-                        wi_sig[env.causation].append(_signature(peek(raw)))
+                        rec = peek(raw)
+                        if not _time_only(rec):
+                            wi_sig[env.causation].append(_signature(rec))
                         if env.type in DECISIONS:
-                            report.whatif_counts[env.type] = report.whatif_counts.get(env.type, 0) + 1
+                            kind = TIME_ONLY if _time_only(rec) else env.type
+                            report.whatif_counts[kind] = report.whatif_counts.get(kind, 0) + 1
                     if m.topic() == memory_t and peek(m.value()).get("type") in PASS_THROUGH:
                         send(p, m.key(), m.value())     # the projections need erasures and forgetting too
                     producer.poll(0)
@@ -331,8 +345,11 @@ def _handle(core: MemoryCore, m, facts_t: str, partition: int, keys, live_sig, c
         if rec.get("user") in erased_users:
             return []
         if rec.get("producer", "").startswith("memory-processor"):
-            live_sig[rec.get("causation")].append(_signature(rec))
-            report.live_counts[kind] = report.live_counts.get(kind, 0) + 1
+            if _time_only(rec):
+                report.live_counts[TIME_ONLY] = report.live_counts.get(TIME_ONLY, 0) + 1
+            else:
+                live_sig[rec.get("causation")].append(_signature(rec))
+                report.live_counts[kind] = report.live_counts.get(kind, 0) + 1
             made_under = (rec.get("data") or {}).get("rules_profile") or UNRECORDED
             report.live_profiles[made_under] = report.live_profiles.get(made_under, 0) + 1
         return []

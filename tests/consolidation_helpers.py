@@ -17,6 +17,7 @@ from projections.registry import PROJECTORS, build_projector
 from memstream.app.workers import start_pipeline, stop_pipeline
 from projections import pg
 from projections.graph_generation import RESOLVE
+from projections.importance import importance_now
 from projections.queries import audit_events, preferences
 from projections.runner import ProjectorRunner
 from schemas.codec import encode, make_envelope
@@ -86,10 +87,13 @@ def publish(live, keys, topic: str, user: str, data: EventData, at: datetime, id
 
 # -- what each projection says ---------------------------------------------------------------
 
-def pg_items(live, user: str) -> dict[str, dict]:
+def pg_items(live, user: str, at: datetime | None = None) -> dict[str, dict]:
+    """The user's rows; importance as readers see it at `at` (decay is a function), or as published
+    (the column itself) when `at` is None."""
+    importance = "importance" if at is None else importance_now(live.decay_rate, at)
     with pg.connect(live, autocommit=True) as conn:
         rows = conn.execute(
-            f'SELECT memory_id, status, importance, content, merged_into, parent_ids, source_fact_ids, access_count '
+            f'SELECT memory_id, status, {importance}, content, merged_into, parent_ids, source_fact_ids, access_count '
             f'FROM "{live.namespace}".memory_items WHERE user_id = %s', (user,)).fetchall()
     return {r[0]: {"status": r[1], "importance": round(float(r[2]), 4), "content": r[3], "merged_into": r[4],
                    "parent_ids": r[5], "source_fact_ids": r[6], "access_count": r[7]} for r in rows}
@@ -140,15 +144,17 @@ def disagreements(live, user: str) -> list[str]:
     return problems
 
 
-def wait_agree(live, user: str, what: str, condition=lambda items: True, timeout: float = 60.0) -> dict[str, dict]:
-    """Wait until the projections agree with each other and `condition(pg items)` holds."""
+def wait_agree(live, user: str, what: str, condition=lambda items: True, timeout: float = 60.0,
+               at: datetime | None = None) -> dict[str, dict]:
+    """Wait until the projections agree with each other and `condition(pg items)` holds (importance
+    as readers see it at `at`: see pg_items)."""
     def check():
-        items = pg_items(live, user)
+        items = pg_items(live, user, at)
         return not disagreements(live, user) and condition(items) and [items]
     try:
         return wait_for(check, timeout=timeout, what=what)[0]
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\npg: {pg_items(live, user)}\nneo4j: {graph_nodes(live, user)}\n"
+        raise AssertionError(f"{exc}\npg: {pg_items(live, user, at)}\nneo4j: {graph_nodes(live, user)}\n"
                              f"problems: {disagreements(live, user)}") from None
 
 

@@ -77,23 +77,25 @@ def test_idle_memories_are_lowered_then_summarised_then_archived_and_a_recall_br
     # day 14: both idle for 14 days → weight lowered (x 0.5)
     publish_ticks(live, day(14))
     low = round(0.9 * 0.995 ** 14 * 0.5, 4)
-    wait_agree(live, user, "lowered", lambda it: it[x]["importance"] == low and it[y]["importance"] == low)
+    wait_agree(live, user, "lowered", lambda it: it[x]["importance"] == low and it[y]["importance"] == low, at=day(14))
 
     # day 15: a recall returns y → its access is refreshed; the next tick restores its weight
     publish(live, keys, "memory", user, MemoryRecalled(memory_ids=[y], source="test"), day(15))
     wait_for(lambda: last_accessed(live, y) == day(15), what="last access refreshed by the recall")
     publish_ticks(live, day(16))
-    wait_agree(live, user, "y restored", lambda it: it[y]["importance"] == round(0.9 * 0.995 ** 16, 4))
-    assert pg_items(live, user)[x]["importance"] == low   # moved by < 0.01 since: no event
+    wait_agree(live, user, "y restored", lambda it: it[y]["importance"] == round(0.9 * 0.995 ** 16, 4), at=day(16))
+    # x: nothing published since its lowering; readers decay it themselves
+    assert pg_items(live, user)[x]["importance"] == low
+    assert abs(pg_items(live, user, day(16))[x]["importance"] - round(0.9 * 0.995 ** 16 * 0.5, 4)) <= 1e-4
 
     # day 30: x idle 30 days → summarised; y idle 15 days → lowered again
     publish_ticks(live, day(30))
-    items = wait_agree(live, user, "x summarised", lambda it: it[x]["content"] == "用户下周要去北京出差")
+    items = wait_agree(live, user, "x summarised", lambda it: it[x]["content"] == "用户下周要去北京出差", at=day(30))
     assert items[y]["content"] == "用户喜欢喝乌龙茶，不加糖" and items[y]["importance"] == round(0.9 * 0.995 ** 30 * 0.5, 4)
 
     # day 60: x idle 60 days → archived (importance still >= 0.3: the idle path, not the TTL); y summarised
     publish_ticks(live, day(60))
-    items = wait_agree(live, user, "x archived", lambda it: it[x]["status"] == "archived")
+    items = wait_agree(live, user, "x archived", lambda it: it[x]["status"] == "archived", at=day(60))
     assert items[x]["importance"] >= 0.3
     assert (items[y]["status"], items[y]["content"]) == ("active", "用户喜欢喝乌龙茶")
     # the audit index is its own projector: it may be a moment behind

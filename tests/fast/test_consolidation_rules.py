@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+from domain.decay import importance_at
 from domain.consolidation import (FORGOTTEN_VALUE, consolidate, effective_importance, forget,
                                             merge_content, recalled, summarize_content)
 from domain.ledger import BUCKETS, Ledger, bucket_of
@@ -76,9 +77,12 @@ def test_consolidation_runs_every_n_stores_and_never_without_rules():
     seen = []
     for i in range(10):
         state, ds = run(state, fact(e(i % DIM), day=i * 10, importance=0.6))
-        seen.append(any(d.tag.startswith("decayed:") for d in ds))
-    # stores 5 and 10 consolidate (and find decay to publish); the others only decide the fact
+        seen.append(state.stores == 0)
+        assert not any(d.tag.startswith("decayed:") for d in ds)   # time passing publishes nothing
+    # stores 5 and 10 consolidate (and age the ledger); the others only decide the fact
     assert seen == [False] * 4 + [True] + [False] * 4 + [True]
+    first = state.ledger.get(state.recent[0].memory_id)
+    assert first.importance == round(0.6 * 0.995 ** 90, 4)          # aged at store 10 (day 90)
     assert state.stores == 0
     off = UserState()
     for i in range(10):
@@ -88,20 +92,38 @@ def test_consolidation_runs_every_n_stores_and_never_without_rules():
 
 # -- decay ---------------------------------------------------------------------------------
 
-def test_decay_is_absolute_idempotent_and_only_changes_of_a_hundredth_are_events():
+def readers_see(state: UserState, m: str, day: float) -> float:
+    """What a read model computes for memory `m` at `day` from what was published (decay.py)."""
+    entry = state.ledger.get(m)
+    return importance_at(entry.shown, entry.shown_at, at_day(day), RULES.decay_rate)
+
+
+def test_decay_is_a_function_decided_in_hundredths_and_never_published_for_time_alone():
     state, ds = run(UserState(), fact(e(0), importance=0.6))
     m = mid(ds)
+    assert consolidate(state, RULES, at_day(5)) == []          # time passing writes nothing
+    assert state.ledger.get(m).importance == round(0.6 * 0.995 ** 5, 4) == readers_see(state, m, 5)
+    assert consolidate(state, RULES, at_day(6)) == []
+    assert state.ledger.get(m).importance == round(0.6 * 0.995 ** 5, 4)   # moved by < 0.01: not stepped
+    assert consolidate(state, RULES, at_day(10)) == []
+    # from the base and the creation time, not compounded step by step; readers agree at every day
+    assert state.ledger.get(m).importance == round(0.6 * 0.995 ** 10, 4) == 0.5707 == readers_see(state, m, 10)
+    single = UserState()
+    single, ds = run(single, fact(e(0), importance=0.6))
+    consolidate(single, RULES, at_day(10))
+    assert single.ledger.get(mid(ds)).importance == 0.5707
+
+
+def test_an_entry_stored_before_decay_was_a_function_publishes_its_steps_until_it_has_published_once():
+    state, ds = run(UserState(), fact(e(0), importance=0.6))
+    m = mid(ds)
+    old = state.ledger.get(m)
+    old.shown = old.shown_at = None                            # as a ledger written by an older worker
     d = of(consolidate(state, RULES, at_day(5)), MemoryDecayed)
     assert [(x.memory_id, x.importance, x.previous, x.reason) for x in d] == [(m, round(0.6 * 0.995 ** 5, 4), 0.6, "decay")]
-    assert consolidate(state, RULES, at_day(5)) == []          # the same time again: nothing
-    assert consolidate(state, RULES, at_day(6)) == []          # moved by < 0.01: no event
-    (d10,) = of(consolidate(state, RULES, at_day(10)), MemoryDecayed)
-    # from the base and the creation time, not compounded step by step
-    assert d10.importance == round(0.6 * 0.995 ** 10, 4) == 0.5707
-    single = UserState()
-    single, _ = run(single, fact(e(0), importance=0.6))
-    (direct,) = of(consolidate(single, RULES, at_day(10)), MemoryDecayed)
-    assert direct.importance == d10.importance
+    assert (state.ledger.get(m).shown, state.ledger.get(m).shown_at) == (0.5851, at_day(5))
+    # readers decay the rounded 0.5851: within the rounding of one published value
+    assert consolidate(state, RULES, at_day(10)) == [] and readers_see(state, m, 10) == pytest.approx(0.5707, abs=1e-4)
 
 
 def test_reinforcement_restates_the_memory_and_a_late_fact_never_turns_the_clock_back():
@@ -117,8 +139,8 @@ def test_reinforcement_restates_the_memory_and_a_late_fact_never_turns_the_clock
     # the late memory is aged from its own creation time.
     state, ds = run(state, fact(e(1), importance=0.9, day=3))
     assert state.clock == at_day(20)
-    aged = of(consolidate(state, RULES, state.clock), MemoryDecayed)
-    assert [(x.memory_id, x.importance) for x in aged] == [(mid(ds), round(0.9 * 0.995 ** 17, 4))]
+    assert not of(consolidate(state, RULES, state.clock), MemoryDecayed)
+    assert state.ledger.get(mid(ds)).importance == round(0.9 * 0.995 ** 17, 4) == readers_see(state, mid(ds), 20)
 
 
 # -- merge and dedup ----------------------------------------------------------------------
@@ -213,7 +235,8 @@ def test_old_unimportant_memories_expire_unless_graph_protected():
     state, ids = linked_user()
     assert state.ledger.get(ids["P"]).in_degree == 3
     assert state.ledger.get(ids["E"]).in_degree == 1       # FOLLOWS from A
-    assert consolidate(state, RULES, at_day(29)) and not of(consolidate(state, RULES, at_day(30)), MemoryExpired)
+    consolidate(state, RULES, at_day(29))
+    assert not of(consolidate(state, RULES, at_day(30)), MemoryExpired)
     ds = consolidate(state, RULES, at_day(31))
     expired = {x.memory_id: x for x in of(ds, MemoryExpired)}
     assert set(expired) == {ids["E"]}                       # P is as old and as unimportant, but protected
@@ -290,14 +313,21 @@ def test_a_store_triggered_sweep_ages_at_most_sweep_max_memories_round_robin():
     for i in range(400):
         state, _ = run(state, fact(unit(np.random.default_rng(i).normal(size=DIM)), importance=0.6), Rules())
     assert len(state.ledger) == 400
-    first = of(consolidate(state, rules, at_day(10)), MemoryDecayed)
+    first = stepped(state, lambda: consolidate(state, rules, at_day(10)))
     assert 50 <= len(first) < 400 and state.cursor != 0
-    covered = {x.memory_id for x in first}
+    covered = set(first)
     for _ in range(BUCKETS):
-        covered |= {x.memory_id for x in of(consolidate(state, rules, at_day(10)), MemoryDecayed)}
+        covered |= stepped(state, lambda: consolidate(state, rules, at_day(10)))
     assert len(covered) == 400                       # round-robin reaches every memory
     full = UserState(ledger=Ledger.from_dict(state.ledger.to_dict()))
-    assert len(of(consolidate(full, rules, at_day(20), full=True), MemoryDecayed)) == 400  # a tick: all of them
+    assert len(stepped(full, lambda: consolidate(full, rules, at_day(20), full=True))) == 400  # a tick: all of them
+
+
+def stepped(state: UserState, step) -> set[str]:
+    """The memories whose decided importance a consolidation moved (aging publishes nothing)."""
+    before = {m: x.importance for m, x in state.ledger.items()}
+    assert not of(step(), MemoryDecayed)
+    return {m for m, x in state.ledger.items() if x.importance != before[m]}
 
 
 def test_ledger_buckets_are_stable_and_roundtrip():
@@ -359,10 +389,13 @@ def test_recall_of_unknown_memories_changes_nothing(n):
 def test_a_redelivered_fact_re_emits_its_own_decisions_but_never_consolidates_twice():
     state = UserState()
     facts = [fact(e(i), importance=0.6, day=i * 10) for i in range(5)]
+    ids = []
     for f in facts[:4]:
-        state, _ = run(state, f)
+        state, ds = run(state, f)
+        ids.append(mid(ds))
     state, first = run(state, facts[4])
-    assert any(d.tag.startswith("decayed:") for d in first)       # the 5th store consolidated
+    assert state.stores == 0                                       # the 5th store consolidated
+    assert state.ledger.get(ids[0]).importance == round(0.6 * 0.995 ** 40, 4)
     again_state, again = run(state, facts[4])                      # crash re-delivery: state already saved
     assert [(d.tag, d.data) for d in again] == [(d.tag, d.data) for d in first if not d.tag.startswith("decayed:")]
     assert again_state.stores == 0
@@ -415,7 +448,8 @@ def test_an_expired_memory_is_archived_with_a_compact_record_and_leaves_the_work
     assert any(e_id in d.get(ARCHIVE_KEY, {}) for d in dumped.values())
     copy = Ledger.from_dict(dumped)
     assert copy.archived(e_id) == state.ledger.archived(e_id) and len(copy) == len(state.ledger)
-    assert consolidate(state, RULES, at_day(60)) and state.ledger.archived(e_id)  # aging never touches it
+    consolidate(state, RULES, at_day(60))
+    assert state.ledger.archived(e_id) == copy.archived(e_id)  # aging never touches it
 
 
 def test_a_recall_revives_an_archived_memory_back_into_aging():
@@ -488,7 +522,7 @@ def test_kept_kinds_skip_progressive_forgetting_but_still_decay():
     out = []
     for day in (14, 30, 60, 400):
         out += consolidate(state, rules, at_day(day))
-    assert {x.reason for x in of(out, MemoryDecayed)} == {"decay"}
+    assert not of(out, MemoryDecayed)            # never lowered, so nothing but time: nothing published
     assert not of(out, MemorySummarized) and not of(out, MemoryExpired)
     assert state.ledger.get(m).importance == round(0.9 * 0.995 ** 400, 4)
 

@@ -1,0 +1,25 @@
+"""A memory's importance as of a time, in SQL: domain/decay.py's function, for the read models.
+
+The memory topic publishes an importance only when something happens to a memory (created,
+reinforced, merged, deduped, revived, lowered when idle, archived); the projector keeps it with
+the time it was published (`importance_at`). Every read that shows or ranks by importance selects
+this expression instead of the column, so it decays the published value to the reader's time,
+as the memory processor does: only active memories age, at `decay_rate` a day, rounded to 4
+digits. Rows projected before `importance_at` existed decay from their last update. Tested
+against domain/decay.py on the stack (tests/test_decay_function.py).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def importance_now(decay_rate: float, at: datetime | None = None) -> str:
+    """The SQL expression (over memory_items' columns) of importance at `at` (default: now())."""
+    rate = float(decay_rate)                  # a float, written as a number: never text into SQL
+    if at is None:
+        when = "now()"
+    else:
+        when = f"'{at.astimezone(timezone.utc).isoformat()}'::timestamptz"   # a datetime's own ISO form
+    return (f"(CASE WHEN status = 'active' THEN round((importance * power({rate!r}::float8, greatest(0, "
+            f"extract(epoch FROM {when} - coalesce(importance_at, updated_at))) / 86400.0))::numeric, 4)::real "
+            f"ELSE importance END)")
