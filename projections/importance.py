@@ -10,7 +10,13 @@ against domain/decay.py on the stack (tests/test_decay_function.py).
 """
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
+
+# Postgres raises "value out of range: underflow" when power() or a product rounds a nonzero
+# value to 0 (an as-of read in the year 4855 did, through the API). Past e^-690 the value is 0 at
+# 4 digits anyway, so the age is capped there: the result is the domain function's, never an error.
+_SMALLEST_FACTOR_LOG = -690.0
 
 
 def importance_now(decay_rate: float, at: datetime | None = None) -> str:
@@ -20,6 +26,8 @@ def importance_now(decay_rate: float, at: datetime | None = None) -> str:
         when = "now()"
     else:
         when = f"'{at.astimezone(timezone.utc).isoformat()}'::timestamptz"   # a datetime's own ISO form
-    return (f"(CASE WHEN status = 'active' THEN round((importance * power({rate!r}::float8, greatest(0, "
-            f"extract(epoch FROM {when} - coalesce(importance_at, updated_at))) / 86400.0))::numeric, 4)::real "
+    days = f"greatest(0, extract(epoch FROM {when} - coalesce(importance_at, updated_at)) / 86400.0)"
+    if rate < 1.0:
+        days = f"least({days}, {_SMALLEST_FACTOR_LOG / math.log(rate)!r})"
+    return (f"(CASE WHEN status = 'active' THEN round((importance * power({rate!r}::float8, {days}))::numeric, 4)::real "
             f"ELSE importance END)")

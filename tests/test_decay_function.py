@@ -25,7 +25,9 @@ def sql_value(settings, status: str, importance: float, published: datetime | No
 
 
 @pytest.mark.parametrize("importance,days,rate", [(0.6, 0, 0.995), (0.6, 10, 0.995), (0.25, 45.5, 0.995),
-                                                  (0.9, 400, 0.998), (1.0, 3650, 0.998), (0.0004, 1, 0.9)])
+                                                  (0.9, 400, 0.998), (1.0, 3650, 0.998), (0.0004, 1, 0.9),
+                                                  # ages whose factor underflows a double: 0, not an error
+                                                  (0.9, 1_000_000, 0.998), (0.0001, 100_000, 0.5)])
 def test_the_sql_expression_is_the_domain_function(settings, importance, days, rate):
     at = T0 + timedelta(days=days)
     want = importance_at(importance, T0.timestamp(), at.timestamp(), rate)
