@@ -900,6 +900,36 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
             follows, short = False, None
             continue
         draft = _guarded(_statement_zh if cjk else _statement_en, sentence, at)
+        if draft is not None and not cjk and _LEANS_BACK.match(draft.content):
+            # "I use a whiteboard to stay on track. It keeps me motivated.": the second statement's
+            # subject is the first's object, so alone it is a fragment. 1. It joins the statement
+            # before it (the sentence that names what "it" is). 2. The sentence before said nothing
+            # alone but names it: both, as one fact. 3. Nothing in this turn names it (it points into
+            # the other speaker's turn): not stored unless its "it" is a dummy ("It takes courage to …").
+            if follows:
+                start, _, prev = out[-1]
+                joined = _joined(prev, draft.content)
+                if joined is not prev:
+                    out[-1] = (start, m.end(), joined)
+                    short = None
+                    continue
+            elif short is not None:
+                rescued = _guarded(_statement_en, short[1], at, relaxed=True)
+                if rescued is not None and len(out) < MAX_STATEMENTS:
+                    out.append((short[0], m.end(), _joined(rescued, draft.content)))
+                    follows, short = True, None
+                    continue
+            if not follows and not _DUMMY_IT.match(draft.content):
+                aside = _ASIDE_FIRST.match(draft.content)
+                if aside is None:
+                    short = None
+                    continue
+                # "It was tough, but I finished my first marathon": the aside goes, the statement stays
+                draft = dataclasses.replace(draft, content=draft.content[aside.end():])
+        if draft is not None and not cjk and (hinge := _HINGE.match(draft.content)):
+            # "But User is determined to make a difference": the sentence stands alone, its hinge
+            # to the one before does not
+            draft = dataclasses.replace(draft, content=draft.content[hinge.end():])
         if draft is not None:
             if len(out) >= MAX_STATEMENTS:
                 break
@@ -1047,6 +1077,20 @@ def _looks_like_code(sentence: str) -> bool:
 
 _FOLLOW_UP = re.compile(r"^(?:It|It's|Its|That|That's|This|These|Those|They|They're|Their|The|He|He's|His|She|She's|Her|"
                         r"There|Everyone|Everything|Everybody)\b")
+
+
+# A statement whose subject points back: "It keeps User motivated", "They're User's biggest support",
+# "This has been great for User" (a bare demonstrative: "This necklace is …" names its subject)
+_LEANS_BACK = re.compile(r"^(?:It|It's|They|They're|They've|They'll|He|He's|She|She's|"
+                         r"(?:This|That|These|Those)(?:'s)?(?=\s+(?:is|was|are|were|has|have|had|will|would|can|could|"
+                         r"really|always|just|also|still|never|made|makes|gave|gives|helps|helped|keeps|kept|"
+                         r"brings|brought|means|meant|reminds|reminded|feels|felt)\b|'s\b))\b")
+# "It was tough, but User …": an aside about the antecedent, then a statement of its own
+_ASIDE_FIRST = re.compile(r"^(?:It|It's|That|That's|This)\b[^,.;]{0,40}, (?:but|and|yet|so) (?=User\b)")
+_HINGE = re.compile(r"^(?:And|But|So|Plus|Also),? (?=User\b)")
+# "It's/It was/It takes <a few words> to/that/when/how …": the sentence says what "it" is itself
+_DUMMY_IT = re.compile(r"^It(?:'s| is| was| has been| will be| takes| took| feels| felt)\s+(?:[\w'-]+\s+){0,3}?"
+                       r"(?:to|that|when|how|like|being|seeing|having|getting|knowing|[a-z]+ing)\b")
 
 
 def _follow_up(sentence: str) -> str | None:

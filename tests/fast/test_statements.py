@@ -333,3 +333,28 @@ def test_a_pastime_or_skill_in_the_simple_present_is_kept(text, kept):
 @pytest.mark.parametrize("text", ["I play it by ear", "I speak to him daily", "We play games with the kids"])
 def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
     assert extract_facts(text) == []
+
+
+@pytest.mark.parametrize("text,facts", [
+    # the statement before names what "it" / "they" / "this" is: one fact
+    ("I use a whiteboard to stay on track. It keeps me motivated and focused.",
+     ["User uses a whiteboard to stay on track. It keeps User motivated and focused"]),
+    ("My parents live nearby. They always support me, even when I make mistakes.",
+     ["User's parents live nearby. They always support User, even when User makes mistakes"]),
+    ("I finally finished my novel. This has been great for my mental health.",
+     ["User finally finished their novel. This has been great for User's mental health"]),
+    # nothing in the turn names it (it points into the other speaker's turn): not stored
+    ("Thanks, Melanie! It brings me so much happiness.", []),
+    ("They're my biggest motivation and support.", []),
+    # an aside about the antecedent, then a statement of its own: the statement stays
+    ("Yeah! It was tough, but I finished my first marathon.", ["User finished their first marathon"]),
+    # a dummy "it" or a demonstrative with its noun says what it is about
+    ("It takes courage to talk about my own story.", ["It takes courage to talk about User's own story"]),
+    ("This necklace is super special to me, a gift from my grandma.",
+     ["This necklace is super special to User, a gift from their grandma"]),
+    # the hinge to the sentence before goes, the statement stays
+    ("But I'm determined to make a difference in my town.", ["User is determined to make a difference in their town"]),
+])
+def test_a_statement_that_points_back_is_read_with_what_it_points_to(text, facts):
+    """#30 item 5: a memory whose meaning lived in the sentence before is a fragment."""
+    assert [d.content for d in extract_statements(text, AT)] == facts
