@@ -905,7 +905,8 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
             # subject is the first's object, so alone it is a fragment. 1. It joins the statement
             # before it (the sentence that names what "it" is). 2. The sentence before said nothing
             # alone but names it: both, as one fact. 3. Nothing in this turn names it (it points into
-            # the other speaker's turn): not stored unless its "it" is a dummy ("It takes courage to …").
+            # the other speaker's turn): kept as said, an aside before a statement of its own cut off.
+            # Not storing it was measured: LoCoMo from turns lost evidence (R@10 62.3 → 60.7).
             if follows:
                 start, _, prev = out[-1]
                 joined = _joined(prev, draft.content)
@@ -919,11 +920,7 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
                     out.append((short[0], m.end(), _joined(rescued, draft.content)))
                     follows, short = True, None
                     continue
-            if not follows and not _DUMMY_IT.match(draft.content):
-                aside = _ASIDE_FIRST.match(draft.content)
-                if aside is None:
-                    short = None
-                    continue
+            if not follows and (aside := _ASIDE_FIRST.match(draft.content)):
                 # "It was tough, but I finished my first marathon": the aside goes, the statement stays
                 draft = dataclasses.replace(draft, content=draft.content[aside.end():])
         if draft is not None and not cjk and (hinge := _HINGE.match(draft.content)):
@@ -1088,9 +1085,6 @@ _LEANS_BACK = re.compile(r"^(?:It|It's|They|They're|They've|They'll|He|He's|She|
 # "It was tough, but User …": an aside about the antecedent, then a statement of its own
 _ASIDE_FIRST = re.compile(r"^(?:It|It's|That|That's|This)\b[^,.;]{0,40}, (?:but|and|yet|so) (?=User\b)")
 _HINGE = re.compile(r"^(?:And|But|So|Plus|Also),? (?=User\b)")
-# "It's/It was/It takes <a few words> to/that/when/how …": the sentence says what "it" is itself
-_DUMMY_IT = re.compile(r"^It(?:'s| is| was| has been| will be| takes| took| feels| felt)\s+(?:[\w'-]+\s+){0,3}?"
-                       r"(?:to|that|when|how|like|being|seeing|having|getting|knowing|[a-z]+ing)\b")
 
 
 def _follow_up(sentence: str) -> str | None:

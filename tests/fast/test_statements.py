@@ -343,9 +343,10 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
      ["User's parents live nearby. They always support User, even when User makes mistakes"]),
     ("I finally finished my novel. This has been great for my mental health.",
      ["User finally finished their novel. This has been great for User's mental health"]),
-    # nothing in the turn names it (it points into the other speaker's turn): not stored
-    ("Thanks, Melanie! It brings me so much happiness.", []),
-    ("They're my biggest motivation and support.", []),
+    # nothing in the turn names it (it points into the other speaker's turn): kept as said. Not
+    # storing it lost evidence (LoCoMo from turns: R@10 62.3 → 60.7); resolving it from the other
+    # speaker's turn is not done yet
+    ("Thanks, Melanie! It brings me so much happiness.", ["It brings User so much happiness"]),
     # an aside about the antecedent, then a statement of its own: the statement stays
     ("Yeah! It was tough, but I finished my first marathon.", ["User finished their first marathon"]),
     # a dummy "it" or a demonstrative with its noun says what it is about
