@@ -103,7 +103,14 @@ def install() -> None:
             return None    # nothing committed and the log start not known yet: wait for the next check
         if head_hole(self._acked[tp], committed, lambda o: bool(gaps.at(o))) is not None:
             return None
-        return original(self, tp)
+        offset = original(self, tp)
+        if offset is not None:
+            # faust has just taken these acks off its list; `_committed_offset` follows only when
+            # the commit ends, after a producer flush that takes seconds under load. Until then
+            # the offsets below are acked, not a hole (the healer read them as one and re-read
+            # the first records of every partition at start-up: duplicate decisions on the log).
+            acked_to(self)[tp] = offset
+        return offset
 
     _new_offset.memstream_guarded = True
     _new_offset.memstream_original = original   # faust's own: tests/fast/test_faust_adapter.py checks its off-by-one
@@ -121,6 +128,11 @@ def install() -> None:
 
     _commit_offsets.memstream_original = original_commit
     Consumer._commit_offsets = _commit_offsets
+
+
+def acked_to(consumer) -> dict:
+    """tp -> the offset a commit in progress is committing: every offset below it was acked."""
+    return consumer.__dict__.setdefault("_memstream_acked_to", {})
 
 
 def faust_new_offset():
@@ -219,6 +231,9 @@ class OffsetHealer:
             gaps = consumer._gap[tp]
             covers = lambda o, g=gaps: bool(g.at(o))  # noqa: E731
             committed = committed_or_log_start(consumer, tp)
+            pending = acked_to(consumer).get(tp)
+            if pending is not None and (committed is None or pending > committed):
+                committed = pending     # a commit in progress: its offsets were acked
             if acked:
                 hole = head_hole(acked, committed, covers)
             elif queued or not acking(tp.topic) or tp in consumer._paused_partitions:
@@ -244,6 +259,8 @@ class OffsetHealer:
             return 0
         if app.rebalancing or getattr(app, "in_recovery", False) or not app.flow_control.is_active():
             self.suspects = {}
+            # a rebalance discards the commits of revoked partitions and seeks to what is committed
+            acked_to(app.consumer).clear()
             return 0
         consumer = app.consumer
         await _learn_log_starts(consumer)
