@@ -328,6 +328,8 @@ class Provenance:
     decided: set[str] = field(default_factory=set)  # facts with a create/reinforce decision
     gone: set[str] = field(default_factory=set)     # retired, expired, forgotten or superseded
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    ids: set[str] = field(default_factory=set)      # event ids seen: a decision written twice counts once here
+    repeated: int = 0                               # events whose id was seen already (a re-read re-emitted them)
 
     def _take(self, mid: str, fids: Iterable[str]) -> None:
         have = self.facts_of[mid]
@@ -336,6 +338,9 @@ class Provenance:
     def add(self, events) -> None:
         for e in events:
             self.counts[e.type] += 1
+            if e.id in self.ids:
+                self.repeated += 1
+            self.ids.add(e.id)
             d = e.data
             if d is None:
                 continue
@@ -808,12 +813,14 @@ def format_table(named: list[tuple[str, dict[str, dict]]], ks: Sequence[int] = K
     return "\n".join(lines) + "\n(" + ", ".join(ns) + ")"
 
 
-def events_per_fact(counts: dict[str, int], facts: int) -> str:
-    """The memory processor's decision events per fact (issue 31: at most 3.5), by type."""
+def events_per_fact(counts: dict[str, int], facts: int, repeated: int = 0) -> str:
+    """The memory processor's decision events per fact (issue 31: at most 3.5), by type, and how
+    many of the events on the topic repeat one written before (same id: a re-read re-emitted it)."""
     from replay.whatif import DECISIONS
     n = sum(v for k, v in counts.items() if k in DECISIONS)
     by_type = ", ".join(f"{k} {counts[k]}" for k in DECISIONS if counts.get(k))
-    return f"decision events: {n} for {facts} facts = {n / facts if facts else 0:.2f} a fact ({by_type})"
+    return (f"decision events: {n} for {facts} facts = {n / facts if facts else 0:.2f} a fact ({by_type}); "
+            f"events written twice (same id): {repeated}")
 
 
 def print_summary(name: str, s: dict[str, dict], ks: Sequence[int] = KS) -> None:
@@ -992,7 +999,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"({dict(sorted(run.prov.counts.items()))}); {nq} questions (categories 1–4), "
           f"{sum(c.skipped_questions for c in convs)} skipped for lack of evidence ids")
     print(f"memory_items by status: {run.status}")
-    print(events_per_fact(run.prov.counts, n_obs))
+    print(events_per_fact(run.prov.counts, n_obs, run.prov.repeated))
     if run.prov.counts.get("memory.expired") or run.prov.counts.get("memory.summarized"):
         print(f"note: forgetting acted during ingest (event time spans months): {run.prov.counts.get('memory.expired', 0)} "
               f"memories archived (memory.expired), {run.prov.counts.get('memory.summarized', 0)} summarised; archived "
