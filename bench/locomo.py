@@ -329,7 +329,11 @@ class Provenance:
     gone: set[str] = field(default_factory=set)     # retired, expired, forgotten or superseded
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     ids: set[str] = field(default_factory=set)      # event ids seen: a decision written twice counts once here
-    repeated: int = 0                               # events whose id was seen already (a re-read re-emitted them)
+
+    @property
+    def repeated(self) -> int:
+        """Events whose id was seen already (a re-read re-emitted them)."""
+        return sum(self.counts.values()) - len(self.ids)
 
     def _take(self, mid: str, fids: Iterable[str]) -> None:
         have = self.facts_of[mid]
@@ -338,8 +342,6 @@ class Provenance:
     def add(self, events) -> None:
         for e in events:
             self.counts[e.type] += 1
-            if e.id in self.ids:
-                self.repeated += 1
             self.ids.add(e.id)
             d = e.data
             if d is None:

@@ -914,10 +914,9 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
                     out[-1] = (start, m.end(), joined)
                     short = None
                     continue
-            elif short is not None:
-                rescued = _guarded(_statement_en, short[1], at, relaxed=True)
-                if rescued is not None and len(out) < MAX_STATEMENTS:
-                    out.append((short[0], m.end(), _joined(rescued, draft.content)))
+            elif short is not None and len(out) < MAX_STATEMENTS:
+                if (span := _rescued(short, m.end(), draft.content, at)) is not None:
+                    out.append(span)
                     follows, short = True, None
                     continue
             if not follows and (aside := _ASIDE_FIRST.match(draft.content)):
@@ -942,9 +941,8 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
         elif more and len(out) < MAX_STATEMENTS:
             # "I love this series. It has adventures, magic and great characters.": too short alone,
             # but the sentence after says what it is about (ignores: `more` without `follows` means short is set)
-            rescued = _guarded(_statement_en, short[1], at, relaxed=True)  # type: ignore[index]
-            if rescued is not None:
-                out.append((short[0], m.end(), _joined(rescued, more)))  # type: ignore[index]
+            if (span := _rescued(short, m.end(), more, at)) is not None:  # type: ignore[arg-type]
+                out.append(span)
         follows = False
         short = None if (more or cjk) else (m.start(), sentence)
     return out
@@ -1101,6 +1099,13 @@ def _follow_up(sentence: str) -> str | None:
     if _content_words_en(low) < 3:
         return None
     return third_person_en(body)
+
+
+def _rescued(short: tuple[int, str], end: int, more: str, at: datetime | None) -> tuple[int, int, FactDraft] | None:
+    """A sentence too short alone (`short`: its start and text), read leniently and joined with
+    `more`, the sentence after it that says what it is about; None when it says nothing even so."""
+    rescued = _guarded(_statement_en, short[1], at, relaxed=True)
+    return None if rescued is None else (short[0], end, _joined(rescued, more))
 
 
 def _joined(draft: FactDraft, more: str) -> FactDraft:

@@ -152,6 +152,14 @@ def committed_or_log_start(consumer, tp) -> int | None:
     return getattr(consumer, "_memstream_log_start", {}).get(tp)
 
 
+def acked_below(consumer, tp) -> int | None:
+    """The offset below which every record of `tp` was acked: committed_or_log_start, or the offset
+    a commit in progress is committing (acked_to) when that is further."""
+    committed = committed_or_log_start(consumer, tp)
+    pending = acked_to(consumer).get(tp)
+    return pending if pending is not None and (committed is None or pending > committed) else committed
+
+
 def commit_stalled_for(consumer) -> float:
     """Seconds the commit in progress has been running (0: none)."""
     started = getattr(consumer, "_memstream_commit_started", None)
@@ -230,10 +238,7 @@ class OffsetHealer:
             acked = list(consumer._acked.get(tp, ()))
             gaps = consumer._gap[tp]
             covers = lambda o, g=gaps: bool(g.at(o))  # noqa: E731
-            committed = committed_or_log_start(consumer, tp)
-            pending = acked_to(consumer).get(tp)
-            if pending is not None and (committed is None or pending > committed):
-                committed = pending     # a commit in progress: its offsets were acked
+            committed = acked_below(consumer, tp)
             if acked:
                 hole = head_hole(acked, committed, covers)
             elif queued or not acking(tp.topic) or tp in consumer._paused_partitions:
