@@ -55,6 +55,7 @@ from typing import cast
 
 import numpy as np
 
+from domain.aging_schedule import skippable
 from domain.decay import DAY, importance_at
 from domain.ledger import BUCKETS, FACTS_CAP, Entry
 from domain.memory_state import REVIVE_MIN_SCORE, Decision, PrefState, Recent, Rules, UserState
@@ -97,11 +98,14 @@ def note_kinds(state: UserState, rules: Rules) -> None:
     every memory is noted before it leaves (an entry never noted ages with the default TTL)."""
     keep = set(rules.keep_tags)
     for r in state.recent:
-        e = state.ledger.get(r.memory_id)
         pinned = bool(keep) and any(t.lower() in keep for t in r.tags)
+        if r.noted == [r.category, pinned]:
+            continue   # already in its entry, which only this function changes (or a new one replaces: noted reset)
+        e = state.ledger.get(r.memory_id)
         if e is not None and (e.kind != r.category or e.pinned != pinned):
             e = cast(Entry, state.ledger.edit(r.memory_id))   # live: get() just found it
             e.kind, e.pinned = r.category, pinned
+        r.noted = [r.category, pinned] if e is not None else None
 
 
 # -- 1. merge and dedup -------------------------------------------------------------------------
@@ -352,10 +356,14 @@ def age(state: UserState, rules: Rules, now: float, full: bool = False) -> list[
     seen = 0
     for k in range(BUCKETS):
         b = (start + k) % BUCKETS
-        bucket = ledger.bucket(b)
-        seen += len(bucket)
-        for mid in sorted(bucket):
-            decisions += _age_one(state, rules, now, mid, bucket[mid], window)
+        idle = skippable(state, rules, b, now)
+        if idle is not None:
+            seen += idle   # nothing in it is due before `now`: aging it would change nothing (aging_schedule.py)
+        else:
+            bucket = ledger.bucket(b)
+            seen += len(bucket)
+            for mid in sorted(bucket):
+                decisions += _age_one(state, rules, now, mid, bucket[mid], window)
         if not full and seen >= rules.sweep_max:
             state.cursor = (b + 1) % BUCKETS
             break

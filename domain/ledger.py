@@ -121,6 +121,10 @@ class Ledger:
         self.bucket(b)
         return self._archives[b]
 
+    def loaded(self) -> list[int]:
+        """The buckets read so far (or written without being read)."""
+        return sorted(self._buckets)
+
     def get(self, memory_id: str) -> Entry | None:
         return self.bucket(bucket_of(memory_id)).get(memory_id)
 

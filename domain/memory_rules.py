@@ -127,6 +127,7 @@ def decide(state: UserState, fact: FactExtracted, rules: Rules, event_id_for: Ca
         if entry is None:
             entry = Entry(fact.content, target.importance, now, now, target.importance, now, facts=[target.memory_id])
             ledger.put(target.memory_id, entry)
+            target.noted = None   # a new entry has no kind yet: consolidation notes it again
         entry.base = entry.importance = target.importance
         entry.anchor = entry.last_access = now
         entry.published(target.importance, t)   # memory.reinforced carries it at the fact's time

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import orjson
 
 from domain.ledger import Ledger
 from schemas.events import EventData
@@ -23,6 +24,7 @@ from schemas.events import EventData
 # like the rules' own logic, not a setting: a setting would enter the rules profile (every hash,
 # so every running worker's rollover) and the settings table.
 REVIVE_MIN_SCORE = 0.2
+STATE_BYTES = b"MSv2"  # a state stored by UserState.to_bytes; older ones are JSON ("{")
 APPLIED_WINDOW = 32  # facts whose decisions are kept for crash re-delivery; covers any uncommitted tail
 
 
@@ -150,13 +152,23 @@ class Recent:
     key: str | None
     value: str | None
     access_count: int = 0
+    # [category, pinned] as last copied into (or found in) its ledger entry by consolidation's
+    # note_kinds: while both are unchanged, the entry need not be read again to check.
+    noted: list[Any] | None = None
 
-    def to_list(self) -> list[Any]:
-        return [self.memory_id, base64.b64encode(self.vec.astype("<f4").tobytes()).decode(), self.importance,
-                self.category, self.slot_hint, self.tags, self.key, self.value, self.access_count]
+    def to_list(self, vector: bool = True) -> list[Any]:
+        """`vector` False: its dimension in place of the vector (UserState.to_bytes stores them apart)."""
+        vec = base64.b64encode(self.vec.astype("<f4").tobytes()).decode() if vector else int(self.vec.shape[0])
+        return [self.memory_id, vec, self.importance, self.category, self.slot_hint, self.tags, self.key, self.value,
+                self.access_count, *([self.noted] if self.noted is not None else [])]
 
     @classmethod
-    def from_list(cls, x: list[Any]) -> "Recent":
+    def from_list(cls, x: list[Any], vectors: memoryview | None = None, at: int = 0) -> "Recent":
+        """`vectors`: where to_list(vector=False) left them, this one's starting at float `at`."""
+        if isinstance(x[1], int):
+            if vectors is None:
+                raise ValueError("a window entry stored without its vector, and no vectors given")
+            return cls(x[0], np.frombuffer(vectors, dtype="<f4", count=x[1], offset=4 * at).copy(), *x[2:])
         return cls(x[0], np.frombuffer(base64.b64decode(x[1]), dtype="<f4").copy(), *x[2:])
 
 
@@ -173,26 +185,55 @@ class UserState:
     # The user's entities and current relations (domain/relation_rules.py GraphState,
     # as its dict): kept here so one writer per user decides relations as it decides memories.
     graph: dict[str, Any] = field(default_factory=dict)
+    # When each ledger bucket next needs aging: bucket -> (due event time or None for never, live
+    # entries), made under the rules profile `aging_rules` (domain/aging_schedule.py).
+    aging: dict[int, tuple[float | None, int]] = field(default_factory=dict)
+    aging_rules: str | None = None
     # Not part of to_dict: the processor stores the ledger's buckets separately (see ledger.py).
     ledger: Ledger = field(default_factory=Ledger)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_bytes(self) -> bytes:
+        """What the processor stores: STATE_BYTES, the JSON's length (4 bytes), to_dict's JSON with
+        each window vector's dimension in its place, then the vectors as little-endian float32.
+        The window is most of a state (50 x 384 floats): as base64 inside JSON, sealed and
+        base64'd again, it was 145 KB a user rewritten on every fact; this is ~80 KB, no base64."""
+        head = orjson.dumps(self.to_dict(vectors=False))
+        return b"".join((STATE_BYTES, len(head).to_bytes(4, "big"), head,
+                         *(r.vec.astype("<f4").tobytes() for r in self.recent)))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, ledger: Ledger | None = None) -> "UserState":
+        """The inverse of to_bytes, and of orjson.dumps(to_dict()) (states stored before to_bytes)."""
+        if not data.startswith(STATE_BYTES):
+            return cls.from_dict(orjson.loads(data), ledger)
+        n = int.from_bytes(data[4:8], "big")
+        return cls.from_dict(orjson.loads(data[8:8 + n]), ledger, memoryview(data)[8 + n:])
+
+    def to_dict(self, vectors: bool = True) -> dict[str, Any]:
         return {"prefs": {k: [p.version, p.value, p.event_id, p.memory_id] for k, p in self.prefs.items()},
-                "recent": [r.to_list() for r in self.recent],
+                "recent": [r.to_list(vectors) for r in self.recent],
                 "last": self.last_memory_id,
                 "applied": self.applied,
                 "clock": self.clock, "stores": self.stores, "dirty": self.dirty, "cursor": self.cursor,
                 # off the saved state while empty: a user who never named anyone keeps its old shape
-                **({"graph": self.graph} if self.graph else {})}
+                **({"graph": self.graph} if self.graph else {}),
+                **({"aging": {"rules": self.aging_rules, "plan": [[b, due, n] for b, (due, n) in sorted(self.aging.items())]}}
+                   if self.aging else {})}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], ledger: Ledger | None = None) -> "UserState":
+    def from_dict(cls, d: dict[str, Any], ledger: Ledger | None = None, vectors: memoryview | None = None) -> "UserState":
+        recent, at = [], 0
+        for x in d.get("recent", []):
+            recent.append(Recent.from_list(x, vectors, at))
+            at += x[1] if isinstance(x[1], int) else 0
         return cls(prefs={k: PrefState(*v) for k, v in d.get("prefs", {}).items()},
-                   recent=[Recent.from_list(x) for x in d.get("recent", [])],
+                   recent=recent,
                    last_memory_id=d.get("last"),
                    applied={k: [tuple(x) for x in v] for k, v in d.get("applied", {}).items()},
                    clock=d.get("clock", 0.0), stores=d.get("stores", 0), dirty=list(d.get("dirty", [])),
                    cursor=d.get("cursor", 0), graph=d.get("graph") or {},
+                   aging={b: (due, n) for b, due, n in (d.get("aging") or {}).get("plan", [])},
+                   aging_rules=(d.get("aging") or {}).get("rules"),
                    ledger=ledger if ledger is not None else Ledger())
 
     def __eq__(self, other: object) -> bool:

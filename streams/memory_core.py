@@ -40,6 +40,7 @@ import orjson
 
 from adapters import metrics
 from kernel.config import Settings
+from domain import aging_schedule
 from domain.consolidation import consolidate, consolidation_due, forget, recalled
 from domain.ledger import BUCKETS, Ledger
 from domain.memory_rules import decide
@@ -47,7 +48,7 @@ from domain.memory_state import Decision, Rules, UserState
 from domain.relation_rules import GraphState, decide_relations
 from domain.rules_profile import rules_hash
 from kernel.ids import derived_id
-from schemas.codec import KeyRing, kept_bytes, make_envelope, open_blob, seal_blob
+from schemas.codec import KeyRing, kept_bytes, make_envelope, open_bytes, seal_bytes
 from schemas.envelope import Envelope
 from schemas.events import DecisionData, MemoryCreated
 
@@ -75,10 +76,10 @@ class SealedStates:
         self.keys = keys
 
     def dump(self, user: str, label: str, data: bytes) -> bytes:
-        return kept_bytes(orjson.dumps(seal_blob(self.keys, user, label, data)))
+        return seal_bytes(self.keys, user, label, data)
 
     def load(self, user: str, label: str, blob: bytes) -> bytes | None:
-        return open_blob(self.keys, user, label, orjson.loads(blob))
+        return open_bytes(self.keys, user, label, blob)   # values sealed as JSON before 2026-12-07 too
 
 
 class PlainStates:
@@ -160,9 +161,12 @@ class MemoryCore:
         if blob is None:
             return UserState(ledger=ledger)
         opened = self.codec.load(user, f"state:{user}", blob)
-        return None if opened is None else UserState.from_dict(orjson.loads(opened), ledger)
+        return None if opened is None else UserState.from_bytes(opened, ledger)
 
     def save_state(self, user: str, state: UserState) -> None:
+        # 0. When each bucket read or changed is next due for aging, while the ledger still knows
+        #    which ones changed (domain/aging_schedule.py): consolidation then reads only those.
+        aging_schedule.plan(state, self.rules)
         # 1. The ledger's touched buckets first, then the state: a crash in between leaves a
         #    state that re-decides the input again, which rewrites the same buckets.
         for b in sorted(state.ledger.dirty):
@@ -173,7 +177,7 @@ class MemoryCore:
                 self.ledgers.pop(self._ledger_key(user, b), None)
         state.ledger.dirty.clear()
         # 2. The state itself.
-        self.states[user.encode()] = self.codec.dump(user, f"state:{user}", orjson.dumps(state.to_dict()))
+        self.states[user.encode()] = self.codec.dump(user, f"state:{user}", state.to_bytes())
 
     def drop_user(self, user: str, erased: bool = False) -> None:
         self.states.pop(user.encode(), None)
