@@ -454,6 +454,50 @@ def test_whatif_with_a_lower_dedup_threshold_reinforces_more(decided):
     assert any(m["access_count"] > 0 for m in memories(shadow, "wi-0"))
 
 
+def test_whatif_on_a_log_written_before_decay_was_a_function(settings, no_embedder):
+    """A log written by a worker from before decay became a function holds a time-only
+    `memory.decayed` for every 0.01 step of each memory, caused by the fact whose consolidation
+    aged it. Today's worker decides no such steps: a what-if over that log agrees on every decision,
+    and reports those events apart (live only), not as decisions made differently."""
+    from domain.memory_state import Rules
+    from domain.rules_profile import rules_hash
+    from kernel.ids import derived_id
+    from replay.whatif import TIME_ONLY, whatif
+    from schemas.events import MemoryDecayed
+    from streams.memory_core import PRODUCER
+    from tests.consolidation_helpers import basis, own_pipeline, publish_fact
+    with own_pipeline(settings, "wold") as (live, keys):
+        t0, dim = datetime(2026, 2, 1, 9, 0, tzinfo=UTC), live.embed_dim
+        facts = [(f"old-{u}", publish_fact(live, keys, f"old-{u}", t0 + timedelta(minutes=u), f"User plays chess {u}",
+                                           basis(u, dim), importance=0.5), t0 + timedelta(minutes=u)) for u in range(3)]
+        wait_for(lambda: all(memories_of(live, user) for user, _, _ in facts), timeout=120, what="the facts decided")
+        # 1. as an older worker wrote them: two steps of 0.01 a memory, each caused by the memory's fact
+        profile = rules_hash(Rules.from_settings(live))
+        producer = EventProducer(live, ADMIN)
+        steps = 0
+        for user, fid, at in facts:
+            for step in (1, 2):
+                data = MemoryDecayed(memory_id=fid, importance=round(0.5 - 0.01 * step, 4),
+                                     previous=round(0.5 - 0.01 * (step - 1), 4), reason="decay",
+                                     age_days=2.0 * step, rules_profile=profile)
+                env = make_envelope(data, user=user, time=at + timedelta(days=2 * step),
+                                    id=derived_id(fid, f"decayed:{fid}:{step}"), causation=fid, producer=PRODUCER)
+                producer.send(live.topic("memory"), user, encode(env, keys)).result(10)
+                steps += 1
+        producer.close()
+        # 2. the what-if with the live settings: the same decisions, the old steps counted apart
+        report = whatif(live, "old", {}, keys=keys, progress=False).as_dict()
+        assert report["decided_differently"] == 0 and report["examples"] == [], report["examples"]
+        assert report["decisions"][TIME_ONLY] == {"live": steps, "whatif": 0, "delta": -steps}
+        assert report["decisions"]["memory.created"]["live"] == 3 == report["decisions"]["memory.created"]["whatif"]
+        assert all(c["delta"] == 0 for t, c in report["decisions"].items() if t != TIME_ONLY), report["decisions"]
+
+
+def memories_of(live, user):
+    from projections.queries import memories
+    return memories(live, user)
+
+
 def test_whatif_on_the_command_line(decided):
     live, _ = decided
     env = {**os.environ, **NOWHERE, "MEMSTREAM_NAMESPACE": live.namespace}
