@@ -119,8 +119,27 @@ def load(driver, url: str, shot: str | None = None):
         print(f"screenshot: {path}")
 
 
+def gone(element):
+    """A WebDriverWait condition: `element` left the document (the page it was on navigated away).
+    Selenium's staleness_of expects StaleElementReferenceException; chromedriver in the middle of
+    a navigation may answer "Node with given id does not belong to the document" instead (a CI
+    failure), which says the same thing."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    def check(_driver) -> bool:
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+    return check
+
+
 def sign_in(driver, api_url: str, key: str) -> None:
-    from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
     driver.get(api_url + "/console/login")
     driver.find_element("id", "api_key").send_keys(key)
@@ -128,7 +147,7 @@ def sign_in(driver, api_url: str, key: str) -> None:
     button.click()
     # the form's POST navigates asynchronously: wait until the login page is gone, or a loaded
     # page after it would race the redirect (a loaded CI machine landed on the wrong page)
-    WebDriverWait(driver, 30).until(ec.staleness_of(button))
+    WebDriverWait(driver, 30).until(gone(button))
     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
@@ -158,11 +177,10 @@ def test_login_refuses_a_bad_key_and_keeps_a_good_one_in_an_httponly_strict_cook
     assert [e for e in console_errors(browser) if " 401 " not in e["message"]] == []
     listed = {e.get_attribute("data-user") for e in browser.find_elements("css selector", "#users tr[data-user]")}
     assert world["user"] in listed, "the home page lists the tenant's users"
-    from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
     out = browser.find_element("css selector", "header form button")
     out.click()          # sign out; its POST navigates asynchronously, as the sign-in's does
-    WebDriverWait(browser, 30).until(ec.staleness_of(out))
+    WebDriverWait(browser, 30).until(gone(out))
     assert browser.get_cookie("memstream_console") is None and browser.find_elements("id", "login")
 
 
