@@ -86,13 +86,17 @@ def plan(state: UserState, rules: Rules) -> None:
             state.aging[b] = (None if due == math.inf else max(due, _ALWAYS), len(bucket))
 
 
-def skippable(state: UserState, rules: Rules, b: int, now: float) -> int | None:
+def plans(state: UserState, rules: Rules) -> dict[int, tuple[float | None, int]]:
+    """The state's plans when they were made under these rules, else none (a rollover): checked
+    once per consolidation, not once per bucket."""
+    return state.aging if state.aging_rules == _profile(rules) else {}
+
+
+def skippable(planned: dict[int, tuple[float | None, int]], state: UserState, b: int, now: float) -> int | None:
     """The bucket's live entry count when aging it at `now` would change nothing (it is not read
-    then), else None."""
-    if state.aging_rules != _profile(rules) or b in state.ledger.dirty:
-        return None
-    got = state.aging.get(b)
-    if got is None:
+    then), else None. `planned`: plans(state, rules)."""
+    got = planned.get(b)
+    if got is None or b in state.ledger.dirty:
         return None
     due, count = got
     return count if due is None or due > now else None

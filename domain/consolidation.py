@@ -55,7 +55,7 @@ from typing import cast
 
 import numpy as np
 
-from domain.aging_schedule import skippable
+from domain.aging_schedule import plans, skippable
 from domain.decay import DAY, importance_at
 from domain.ledger import BUCKETS, FACTS_CAP, Entry
 from domain.memory_state import REVIVE_MIN_SCORE, Decision, PrefState, Recent, Rules, UserState
@@ -354,9 +354,10 @@ def age(state: UserState, rules: Rules, now: float, full: bool = False) -> list[
     decisions: list[Decision] = []
     start = 0 if full else state.cursor % BUCKETS
     seen = 0
+    planned = plans(state, rules)
     for k in range(BUCKETS):
         b = (start + k) % BUCKETS
-        idle = skippable(state, rules, b, now)
+        idle = skippable(planned, state, b, now)
         if idle is not None:
             seen += idle   # nothing in it is due before `now`: aging it would change nothing (aging_schedule.py)
         else:
