@@ -13,6 +13,8 @@ import os
 import statistics
 import time
 
+from schemas.codec import DecisionKey
+
 
 class IdentityAead:
     def encrypt(self, nonce, data, aad):
@@ -31,6 +33,9 @@ class IdentityKeys:
 
     def control_key(self, kid=None):
         return "none", b"\x00" * 32
+
+    def decision_key(self):
+        return DecisionKey("none", b"\x01" * 32, 0)
 
     def forget_cached(self, user):
         pass

@@ -287,6 +287,7 @@ class Settings(_Settings):
     # Neo4j authentication (one user: community edition has no roles; adapters/neo4j_auth.py)
     neo4j_user: str = Field("neo4j", group="connections", description="Neo4j user of every memstream process (community edition has no roles: one user for the application). The local stack's launcher creates it when missing and sets its password at every start.")
     neo4j_password: SecretStr | None = Field(None, group="connections", description="Password of neo4j_user. Unset: <stack_dir>/secrets/neo4j.password, created by `stack up`.")
+    decision_key: SecretStr | None = Field(None, group="connections", description="The pipeline's decision key, 'memstream-decision-key/1 <since_ms> <base64 key>': the memory processor signs every memory decision with it and every consumer refuses a decision without a valid signature (adapters/privacy/decision_key.py); decisions the broker appended before since_ms may be unsigned (logs written before it existed). Needed by the workers, projectors and replay tools, not by the API, MCP or console. Unset: <stack_dir>/secrets/decision.key, created by `stack up` and `init`.")
     master_keys: SecretStr | None = Field(None, group="connections", description="Master keys wrapping user data keys, 'kid:base64key[,kid:base64key…]', newest first. Unset: read from <stack_dir>/secrets/master.keys, created by `stack up`.")
 
     # -- models ------------------------------------------------------------------------------------

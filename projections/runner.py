@@ -36,6 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from adapters.crash_ledger import CrashLedger, ledger_path
 from adapters.bus import EventProducer, dead_letter_key, dead_letter_record
 from adapters import metrics
+from adapters.privacy import decision_key
 from kernel import watermarks
 from kernel.config import Settings
 from kernel.errors import InvalidEvent
@@ -138,6 +139,7 @@ class ProjectorRunner:
         self.projector = projector
         self.settings = settings
         self.principal = principal
+        decision_key.check_held(keys)   # every decision it applies must be the pipeline's own (#28)
         self.keys = keys
         self.batch_size = batch_size
         self.stop_event = threading.Event()

@@ -23,6 +23,7 @@ from adapters.privacy import tenant_barrier
 from replay import stores
 from replay.fetch import fetch
 from schemas.codec import decode
+from schemas.records import confluent_appended_ms
 from schemas.events import LATEST
 
 ERASED = "(erased)"
@@ -89,7 +90,7 @@ class _Reader:
         if m is None or cls is None or not cls.SEALED:
             return None
         try:
-            env = decode(m.value(), self.keys)
+            env = decode(m.value(), self.keys, confluent_appended_ms(m))
         except InvalidEvent:
             return None
         if env.erased:

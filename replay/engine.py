@@ -33,6 +33,7 @@ from kernel import watermarks
 from adapters.bus import LogReader
 from kernel.errors import InvalidEvent
 from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.privacy import decision_key
 from adapters.privacy.keystore import KeyStore
 from projections.registry import build_projector
 from projections.runner import Item, Projector, TopicPart
@@ -248,6 +249,7 @@ def _shard(args) -> ReplayStats:
     settings, names, generation, partitions, batch_size = args
     counter = _COUNTER
     keys = KeyStore(settings)
+    decision_key.check_held(keys)
     projectors = [build_projector(n, settings, generation) for n in names]
     try:
         for p in projectors:

@@ -20,6 +20,7 @@ import hashlib
 import hmac
 from datetime import datetime, timedelta, timezone
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
@@ -28,10 +29,10 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
 
-from kernel.errors import InvalidEvent, InvalidInput, UnknownEventVersion
+from kernel.errors import InvalidEvent, InvalidInput, MemstreamError, UnknownEventVersion
 from kernel.ids import random_bytes, uuid7
 from schemas.envelope import SEAL_VERSION, Envelope, WireEnvelope
-from schemas.events import LATEST, REGISTRY, EventData
+from schemas.events import ALL_EVENTS, LATEST, REGISTRY, DecisionData, EventData
 from schemas.limits import check_id
 from schemas.upcasters import upcast
 
@@ -45,16 +46,44 @@ _E = TypeVar("_E", bound=EventData)   # make_envelope(MemoryCreated(...)) is an 
 CONTROL_TYPES = frozenset({"user.erased", "user.forgotten", "memory.forgotten", "session.forgotten", "decay.ticked"})
 
 
+# Memory decisions: written only by the pipeline's workers, each with an HMAC of the pipeline's
+# decision key (adapters/privacy/decision_key.py), which the serving processes do not hold. The
+# principal that writes control events and memory.recalled can write the memory topic; without
+# this it could archive, supersede or expire any user's memories (#28).
+DECISION_TYPES = frozenset({cls.TYPE for cls in ALL_EVENTS if issubclass(cls, DecisionData)}
+                           | {"rules.adopted", "session.summarized"})
+
+
+@dataclass(frozen=True)
+class DecisionKey:
+    kid: str           # names the key in each event's `auth` (a hash prefix: no key material)
+    key: bytes
+    since_ms: int      # decisions the broker appended before this moment may be unsigned (older logs)
+
+    def __repr__(self) -> str:   # never show key material
+        return f"DecisionKey(kid={self.kid!r}, since_ms={self.since_ms})"
+
+
 class KeyRing(Protocol):
     def key_for_write(self, user: str) -> tuple[str, AESGCM]: ...
     def key_for_read(self, user: str, kid: str) -> AESGCM | None: ...
     # The system key for control events' MACs: kid None → the current (kid, key); else that key or None.
     def control_key(self, kid: str | None = None) -> tuple[str, bytes] | None: ...
+    # The pipeline's decision key; None in a process that holds none (it can neither sign nor verify).
+    def decision_key(self) -> DecisionKey | None: ...
 
 
 def control_mac(key: bytes, clear: bytes) -> str:
     """HMAC-SHA256 of a control event's canonical clear envelope, domain-separated from seal v2."""
     return base64.b64encode(hmac.new(key, b"memstream.control/1\x00" + clear, hashlib.sha256).digest()).decode()
+
+
+def decision_mac(key: bytes, clear: bytes, sealed_ct: str | None) -> str:
+    """HMAC-SHA256 of a decision's canonical clear envelope and its sealed ciphertext: a decision
+    copied with another sealed part (anyone holding the user's data key can seal one) fails it."""
+    msg = b"memstream.decision/1\x00" + clear + b"\x00" + (sealed_ct or "").encode()
+    # hmac.digest: OpenSSL's one-shot HMAC, about half the cost of an hmac.new object per event
+    return base64.b64encode(hmac.digest(key, msg, "sha256")).decode()
 
 
 def _format_validation(prefix: str, exc: ValidationError) -> str:
@@ -156,27 +185,36 @@ def encode(env: Envelope[EventData], keys: KeyRing) -> bytes:
     record: dict[str, Any] = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
                     "time": env.time, "causation": env.causation,
                     "correlation": env.correlation, "producer": env.producer, "data": clear}
+    canonical = clear_envelope(env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation,
+                               env.producer, clear)
     if env.type in CONTROL_TYPES:
         # Control types seal nothing (asserted by the contract tests), so the clear envelope is all of it.
         # kid None asks for the current control key, which a key ring always has (Optional only for a kid).
         kid, key = cast(tuple[str, bytes], keys.control_key())
-        record["auth"] = {"kid": kid, "mac": control_mac(key, clear_envelope(
-            env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation, env.producer, clear))}
+        record["auth"] = {"kid": kid, "mac": control_mac(key, canonical)}
     if data.SEALED:
         personal = {k: full[k] for k in data.SEALED if k in full}
         for name in VECTOR_FIELDS & personal.keys():
             personal[name] = _pack_vector(personal[name])
         kid, aead = keys.key_for_write(env.user)
         nonce = random_bytes(12)
-        aad = seal_aad(SEAL_VERSION, clear_envelope(env.id, env.type, env.version, env.user, env.time, env.causation,
-                                                    env.correlation, env.producer, clear), env.id)
-        ct = aead.encrypt(nonce, orjson.dumps(personal), aad)
+        ct = aead.encrypt(nonce, orjson.dumps(personal), seal_aad(SEAL_VERSION, canonical, env.id))
         record["sealed"] = {"v": SEAL_VERSION, "kid": kid, "ct": base64.b64encode(nonce + ct).decode()}
+    if env.type in DECISION_TYPES:
+        # After sealing: the MAC covers the ciphertext too.
+        dk = keys.decision_key()
+        if dk is None:
+            raise MemstreamError(f"{env.type} is a memory decision, which only the pipeline's workers write, signed "
+                                 "with the decision key; this process holds none (adapters/privacy/decision_key.py)")
+        sealed = record.get("sealed")
+        record["auth"] = {"kid": dk.kid, "mac": decision_mac(dk.key, canonical, sealed["ct"] if sealed else None)}
     # orjson writes the aware datetime as ISO 8601 with 'Z' for UTC (OPT_UTC_Z), microseconds kept.
     return orjson.dumps(record, option=orjson.OPT_UTC_Z)
 
 
-def decode(raw: bytes | None, keys: KeyRing) -> Envelope[EventData]:
+def decode(raw: bytes | None, keys: KeyRing, appended_ms: int | None = None) -> Envelope[EventData]:
+    """`appended_ms`: the broker's append time of the record (None: unknown), which decides whether
+    an unsigned decision is from before the decision key (step 2c)."""
     if raw is None:
         raise InvalidEvent("empty record (null value)")
     # 1. envelope
@@ -194,6 +232,9 @@ def decode(raw: bytes | None, keys: KeyRing) -> Envelope[EventData]:
     # 2b. proof of origin of a control event
     if wire.type in CONTROL_TYPES:
         _verify_control(wire, keys)
+    # 2c. proof of origin of a memory decision
+    elif wire.type in DECISION_TYPES:
+        _verify_decision(wire, keys, appended_ms)
     # 3. sealed part
     values = dict(wire.data)
     if cls.SEALED:
@@ -253,6 +294,24 @@ def _verify_control(wire: WireEnvelope, keys: KeyRing) -> None:
                                                   wire.correlation, wire.producer, wire.data))
     if not hmac.compare_digest(expected, wire.auth.mac):
         raise InvalidEvent(f"{wire.type} fails its MAC (forged, or altered after it was written)")
+
+
+def _verify_decision(wire: WireEnvelope, keys: KeyRing, appended_ms: int | None) -> None:
+    dk = keys.decision_key()
+    if dk is None:
+        return   # a serving process: it verifies nothing it did not get from a verified index (decision_key.py)
+    if wire.auth is None:
+        if appended_ms is not None and 0 < appended_ms < dk.since_ms:
+            return   # written before the pipeline had a decision key: an older log, read as it was
+        raise InvalidEvent(f"{wire.type} carries no proof of origin (`auth`): memory decisions are written only by "
+                           "memstream's workers, signed with the pipeline's decision key")
+    if wire.auth.kid != dk.kid:
+        raise InvalidEvent(f"{wire.type} is signed with an unknown decision key {wire.auth.kid[:64]!r}")
+    expected = decision_mac(dk.key, clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation,
+                                                   wire.correlation, wire.producer, wire.data),
+                            wire.sealed.ct if wire.sealed is not None else None)
+    if not hmac.compare_digest(expected, wire.auth.mac):
+        raise InvalidEvent(f"{wire.type} fails its decision MAC (forged, or altered after it was written)")
 
 
 def kept_bytes(data: bytes) -> bytes:

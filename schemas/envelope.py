@@ -9,7 +9,8 @@ data, so none of it can be altered without the record failing to open; v1 (no `v
 events written before) authenticated the event id only, and is still read. Control events
 (schemas/codec.py, CONTROL_TYPES) carry `auth` = {kid, mac}: an HMAC over the same canonical clear
 envelope with the key store's system control key, so only memstream's own writers can erase,
-forget or tick. Kafka key = user id.
+forget or tick; memory decisions (DECISION_TYPES) carry one with the pipeline's decision key, which
+only the workers hold, so only the memory processor decides. Kafka key = user id.
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ class Sealed(BaseModel):
 
 class ControlAuth(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kid: str = Field(min_length=1, max_length=64, description="Id of the key store's control key that made `mac`.")
-    mac: str = Field(min_length=43, max_length=44, description="base64 HMAC-SHA256 over the canonical clear envelope.")
+    kid: str = Field(min_length=1, max_length=64, description="Id of the key that made `mac`: the key store's control key, or the pipeline's decision key.")
+    mac: str = Field(min_length=43, max_length=44, description="base64 HMAC-SHA256 over the canonical clear envelope (and, on a decision, the sealed ciphertext).")
 
 
 class WireEnvelope(BaseModel):
@@ -59,9 +60,11 @@ class WireEnvelope(BaseModel):
     data: dict[str, Any] = Field(description="Clear fields of the event type's schema.")
     sealed: Sealed | None = Field(None, description="Personal fields, sealed; absent when the type has none.")
     auth: ControlAuth | None = Field(None, description=(
-        "Proof of origin of a control event (user.erased, user.forgotten, memory.forgotten, session.forgotten, "
-        "decay.ticked): "
-        "an HMAC with a system key of the key store. Required on those types, absent on the others."))
+        "Proof of origin. On a control event (user.erased, user.forgotten, memory.forgotten, session.forgotten, "
+        "decay.ticked): an HMAC with a system key of the key store. On a memory decision (memory.created, "
+        "memory.superseded, memory.decayed, … rules.adopted, session.summarized): an HMAC with the pipeline's "
+        "decision key over the clear envelope and the sealed ciphertext. Required on those types (decisions "
+        "appended before the decision key existed excepted), absent on the others."))
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ def check_record_time(when: datetime, appended_ms: int | None, max_future_skew_s
 def decode_record(key: bytes | None, value: bytes | None, keys: KeyRing, *, appended_ms: int | None,
                   max_future_skew_s: float) -> Envelope[EventData]:
     """Decode one log record and check it belongs where it is and when it says (InvalidEvent otherwise)."""
-    env = decode(value, keys)
+    env = decode(value, keys, appended_ms)
     check_record_key(key, env.user)
     check_record_time(env.time, appended_ms, max_future_skew_s)
     return env

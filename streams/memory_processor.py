@@ -32,6 +32,7 @@ from kernel.config import Settings
 from domain.memory_state import Rules
 from domain.rules_profile import profile_of
 from adapters.embedding import Embedder
+from adapters.privacy import decision_key
 from adapters.privacy.keystore import KeyStore
 from schemas.codec import encode
 from streams.faust_adapter import appended_ms
@@ -48,6 +49,7 @@ def build(settings: Settings, embedder: Embedder | None = None):
     """`embedder`: for the session summarizer's episodes (none: no episodes)."""
     app = make_app("memory", settings)
     keys = KeyStore(settings)
+    decision_key.check_held(keys)   # it signs every decision it writes (#28)
     facts_topic = settings.topic("facts")
     memory_topic = settings.topic("memory")
     inputs = app.topic(facts_topic, memory_topic, key_type=bytes, value_type=bytes,

@@ -41,7 +41,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from kernel.config import Settings
 from kernel.errors import InvalidEvent, UserErased
-from adapters.privacy import pgroles
+from adapters.privacy import decision_key, pgroles
+from adapters.privacy.decision_key import DecisionKey
 from adapters.privacy.masterkeys import MasterKeys, load_master_keys
 from adapters.resilience import Unavailable
 
@@ -94,6 +95,8 @@ class KeyStore:
         self._write: dict[str, tuple[float, str, AESGCM]] = {}
         self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
         self._control: tuple[str, bytes] | None = None   # (kid, key): a system key is never erased
+        self._settings = settings
+        self._decision: DecisionKey | None | bool = False   # False: not read yet
         # The tables (and their grants) are the owner's: made once over a short owner connection.
         pgroles.run_ddl(settings, settings.pg_keys_database, psycopg.sql.SQL(DDL).format(
             schema=self._schema, keystore=psycopg.sql.Identifier(pgroles.role_name(settings, "keystore"))))
@@ -196,6 +199,15 @@ class KeyStore:
             return None
         self._control = row
         return row if kid is None or kid == row[0] else None
+
+    def decision_key(self) -> DecisionKey | None:
+        """The pipeline's decision key (adapters/privacy/decision_key.py), not the key store's: a
+        setting or a file that only the workers need. None where this process has neither (a serving
+        process: it writes no decisions, and verifies none except as-of replays of what the audit
+        index holds, which its projector verified)."""
+        if self._decision is False:
+            self._decision = decision_key.load(self._settings)
+        return self._decision  # type: ignore[return-value]
 
     def forget_cached(self, user: str) -> None:
         # Called from the listener thread too: list() copies the keys in one step under the GIL.

@@ -61,12 +61,14 @@ def _until(deadline: float, what: str, attempt: Callable[[], T], transient: tupl
 
 def ensure_secrets(settings: Settings) -> dict[str, str]:
     from adapters import kafka_auth, neo4j_auth
-    from adapters.privacy import masterkeys, pgroles
+    from adapters.privacy import decision_key, masterkeys, pgroles
     out = {"master keys": masterkeys.ensure_master_keys(settings),
+           "decision key": decision_key.ensure(settings),
            "kafka passwords": kafka_auth.ensure_passwords(settings),
            "postgres passwords": pgroles.ensure_passwords(settings),
            "neo4j password": neo4j_auth.ensure_password(settings)}
     masterkeys.load_master_keys(settings)        # parses: a malformed MEMSTREAM_MASTER_KEYS is named now
+    decision_key.require(settings)              # likewise MEMSTREAM_DECISION_KEY
     return out
 
 

@@ -162,6 +162,8 @@ def up() -> dict[str, dict[str, Any]]:
 def _up(s: Settings, t0: float) -> dict[str, dict[str, Any]]:
     print(f"neo4j password: {ensure_neo4j_password(s)}")     # before Neo4j starts: its launcher sets it
     print(f"master keys: {ensure_master_keys(s)}")
+    from adapters.privacy import decision_key
+    print(f"decision key: {decision_key.ensure(s)}")
     from adapters.kafka_auth import ensure_passwords as ensure_kafka_passwords
     print(f"kafka passwords: {ensure_kafka_passwords(s)}")
     services = _services(s)

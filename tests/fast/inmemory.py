@@ -22,12 +22,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from kernel.config import Settings
 from domain.memory_state import Rules
 from adapters.embedding import Embedder
-from schemas.codec import decode, encode, make_envelope
+from schemas.codec import DecisionKey, decode, encode, make_envelope
 from schemas.envelope import Envelope
 from schemas.events import TurnRecorded
 from streams.extraction_core import RuleExtractor
 from streams.memory_core import MemoryCore, SealedStates
 from streams.routing import memory_input, partition_of, partitioner
+
+DECISION_KEY = DecisionKey("d1", bytes(range(32, 64)), 0)   # the pipeline's decision key: every decision signed
 
 
 class KeyRing:
@@ -52,6 +54,9 @@ class KeyRing:
 
     def control_key(self, kid: str | None = None):
         return self.control if kid in (None, self.control[0]) else None
+
+    def decision_key(self):
+        return DECISION_KEY
 
     def erase(self, user: str) -> None:
         self.keys.pop(user, None)

@@ -17,7 +17,7 @@ from domain.memory_state import Rules
 from kernel.errors import InvalidEvent
 from kernel.ids import uuid7
 from replay.whatif import in_memory_core
-from schemas.codec import control_mac, decode, encode, make_envelope
+from schemas.codec import DecisionKey, control_mac, decode, encode, make_envelope
 from schemas.events import DecayTicked, FactExtracted, MemoryForgotten, UserErased, UserForgotten
 from streams.memory_core import MemoryCore, PlainStates, SealedStates
 from streams.routing import memory_input, partition_of, partitioner
@@ -44,6 +44,9 @@ class StaticKeys:
 
     def control_key(self, kid: str | None = None):
         return self.control if kid in (None, self.control[0]) else None
+
+    def decision_key(self):
+        return DecisionKey("d1", bytes(range(32, 64)), 0)
 
 
 def settings(**over) -> Settings:

@@ -18,7 +18,7 @@ from kernel.ids import uuid7
 from schemas.codec import decode, encode, make_envelope
 from schemas.events import FactExtracted, MemoryLinked, RulesAdopted
 from streams.memory_core import MemoryCore, PlainStates
-from tests.fast.inmemory import KeyRing
+from tests.fast.inmemory import DECISION_KEY, KeyRing
 
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -111,11 +111,13 @@ def test_every_decision_of_the_core_carries_the_hash_and_its_contract_reads_old_
     keys = KeyRing()
     raw = encode(outs[0].envelope, keys)
     assert orjson.loads(raw)["data"]["rules_profile"] == rules_hash(rules)
-    # ... and a decision written before it existed (no such field at all) still reads, with none
+    # ... and a decision written before it existed (no such field at all, nor a decision MAC: both
+    # came later) still reads, with none
     wire = orjson.loads(encode(make_envelope(MemoryLinked(from_id="a", to_id="b", kind="FOLLOWS"), user="bob",
                                              time=T0, producer="memory-processor/1"), keys))
-    del wire["data"]["rules_profile"]
-    back = decode(orjson.dumps(wire), keys)
+    del wire["data"]["rules_profile"], wire["auth"]
+    keys.decision_key = lambda: dataclasses.replace(DECISION_KEY, since_ms=2_000_000_000_000)   # type: ignore[method-assign]
+    back = decode(orjson.dumps(wire), keys, appended_ms=1_700_000_000_000)
     assert back.data.rules_profile is None and back.data.to_id == "b"
 
 
