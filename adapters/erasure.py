@@ -41,6 +41,26 @@ def erase_user(settings: Settings, user: str, requested_by: str = "operator") ->
         keys.close()
 
 
+def request_scrub(settings: Settings, position: Position) -> None:
+    """Ask the pipeline for the storage scrub after the erasure at `position` (memstream/app/
+    storage_scrub.py: ScrubRequests runs it as the owner): as the API role, through the owner's
+    function, so a serving process that erases holds no owner password (#28)."""
+    import logging
+
+    import psycopg
+
+    from adapters.privacy import shadow_functions
+    try:
+        with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
+            shadow_functions.request_scrub(conn, settings.namespace, position.token())
+    except psycopg.Error as exc:
+        # The erasure itself is done (key deleted, event published): its answer stands; the scrub
+        # is what an operator must then run by hand.
+        logging.getLogger("memstream.erasure").warning(
+            "the storage scrub after the erasure at %s could not be filed (%s): run `memstream erase scrub --after %s`",
+            position.token(), str(exc).splitlines()[0] if str(exc) else type(exc).__name__, position.token())
+
+
 def erase_from_shadows(settings: Settings, user: str) -> dict[str, int]:
     """Step 3: the user's rows in every shadow of the namespace, deleted; rows per place."""
     return delete_from_shadows(settings, [user])
@@ -51,22 +71,17 @@ def delete_from_shadows(settings: Settings, users: list[str]) -> dict[str, int]:
     generations `<ns>__…`); rows per `schema.table` (and `neo4j:shadows`). Erasure tombstones stay:
     a rebuild in progress must go on refusing the users' late events."""
     import psycopg
+
     from adapters import neo4j_auth
-    from psycopg import sql
+    from adapters.privacy import shadow_functions
 
     prefix = settings.namespace + "__"
-    deleted: dict[str, int] = {}
     if not users:
-        return deleted
-    with psycopg.connect(settings.pg_dsn()) as conn:
-        tables = conn.execute("SELECT table_schema, table_name FROM information_schema.columns "
-                              "WHERE column_name = 'user_id' AND starts_with(table_schema, %s) "
-                              "AND table_name NOT LIKE '%%\\_erasures' ORDER BY 1, 2", (prefix,)).fetchall()
-        for schema, table in tables:
-            n = conn.execute(sql.SQL("DELETE FROM {}.{} WHERE user_id = ANY(%s)").format(
-                sql.Identifier(schema), sql.Identifier(table)), (users,)).rowcount
-            if n:
-                deleted[f"{schema}.{table}"] = n
+        return {}
+    # As the API role, through the owner's function (adapters/privacy/shadow_functions.py): an
+    # erasure requested over HTTP runs in a serving process, which holds no owner password (#28).
+    with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
+        deleted = shadow_functions.erase_from_shadows(conn, settings.namespace, users)
     driver = neo4j_auth.driver(settings)
     try:
         with driver.session() as session:

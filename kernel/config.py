@@ -457,8 +457,11 @@ class Settings(_Settings):
         DDL, replay, erasure, scrub, tools), projector, api or keystore."""
         def q(v: str) -> str:
             return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        # application_name names the role and the process in pg_stat_activity: which process holds
+        # which role's connections is then visible (and tested: no serving process as the owner).
         return (f"host={q(self.pg_host)} port={self.pg_port} user={q(pg_role_name(self, role))} "
-                f"password={q(pg_password(self, role))} dbname={q(database or self.pg_database)}")
+                f"password={q(pg_password(self, role))} dbname={q(database or self.pg_database)} "
+                f"application_name={q(f'memstream:{role}:{os.getpid()}')}")
 
     @property
     def log_namespace(self) -> str:

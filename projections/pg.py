@@ -9,7 +9,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from kernel.config import Settings, pg_role_name
-from adapters.privacy import tenant_barrier
+from adapters.privacy import shadow_functions, tenant_barrier
 from adapters.resilience import StalePosition
 from projections.relations_schema import DDL as RELATIONS_DDL
 
@@ -174,10 +174,22 @@ def ensure_tenant_barrier(conn: psycopg.Connection, settings: Settings) -> list[
 REBUILD_ITEMS = "memstream replay rebuild --projection pgvector-items"
 
 
+def ensure_shadow_functions(settings: Settings) -> None:
+    """The owner's SECURITY DEFINER functions for as-of shadows and erasure in shadows
+    (adapters/privacy/shadow_functions.py), replaced under the DDL lock like the tables."""
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")
+        try:
+            conn.execute(shadow_functions.ddl(settings))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
+
+
 def ensure_schema(settings: Settings) -> None:
     links_missing = ensure_ddl(settings, DDL, probe=lambda conn: _holds_items_without_links(conn, settings.namespace),
                                dim=settings.embed_dim)
     ensure_vector_index(settings)
+    ensure_shadow_functions(settings)
     # relational memory's tables (#26) belong to the namespace's read models like the others: the API
     # reads them (entities, relations) before pg-relations has run in a new namespace
     ensure_ddl(settings, RELATIONS_DDL)

@@ -26,12 +26,20 @@ class _PostgresProjector(Projector):
         self.s = pg.schema(settings)
         self.conn = None
         self.refused_erased = 0   # events of erased users refused by the tombstone check
+        self.role = "projector"
 
     def setup(self) -> None:
         pg.ensure_schema(self.settings)
         if self.ERASURES:
             pg.ensure_ddl(self.settings, tombstones.DDL.replace("{table}", self.ERASURES))
-        self.conn = pg.connect(self.settings)
+        self.conn = pg.connect(self.settings, role=self.role)
+
+    def attach(self, role: str) -> None:
+        """Open the connection over tables made elsewhere, as `role`, without any DDL: an as-of
+        shadow, made by the owner's function (adapters/privacy/shadow_functions.py) and written by
+        the API role, which may write nothing else."""
+        self.role = role
+        self.conn = pg.connect(self.settings, role=role)
 
     def _connection(self):
         """The projector's connection, re-opened after an outage closed it (the runner retries
@@ -39,7 +47,7 @@ class _PostgresProjector(Projector):
         if self.conn is None or self.conn.closed or self.conn.broken:
             if self.conn is not None:
                 self.conn.close()
-            self.conn = pg.connect(self.settings)
+            self.conn = pg.connect(self.settings, role=self.role)
         return self.conn
 
     def positions(self) -> dict[TopicPart, int]:

@@ -245,6 +245,8 @@ def drop(settings: Settings, namespace: str, force: bool = False, timeout: float
     # 5.
     for schema in fp.key_schemas:
         stores.drop_schema(settings, schema, settings.pg_keys_database)
+        from adapters.privacy.keystore import forget_ddl
+        forget_ddl(schema)     # a key store opened here later for the same name makes its tables again
     # 6.
     for p in map(Path, fp.files):
         shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)

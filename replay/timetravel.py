@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from adapters.privacy import shadow_functions
 from kernel.config import Settings
 from kernel.errors import InvalidEvent, MemstreamError
 from projections.runner import Item
@@ -47,7 +48,7 @@ def _check(at: datetime) -> datetime:
 
 def user_events(settings: Settings, user: str, at: datetime) -> list[tuple[str, int, int]]:
     """Positions of the user's memory-topic events with event time <= at, in log order."""
-    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+    with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
         if not stores.table_exists(conn, settings.namespace, "audit_events"):
             return []
         rows = conn.execute(sql.SQL(
@@ -67,8 +68,19 @@ def snapshot(settings: Settings, user: str, at: datetime, keys=None):
         keys = KeyStore(settings)
     shadow = stores.shadow_settings(settings, "asof_" + uuid.uuid4().hex[:10])
     from replay.rebuild import make_projector
-    projectors = [make_projector(n, shadow, shadow.namespace) for n in AS_OF_PROJECTORS]
+    projectors = []
     try:
+        # As the API role throughout: the owner's function makes the shadow's tables, which the API
+        # role may then write, and nothing else (#28: no serving process holds the owner's password).
+        with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
+            shadow_functions.make_asof_shadow(conn, settings.namespace, shadow.namespace)
+        for name in AS_OF_PROJECTORS:
+            p = make_projector(name, shadow, shadow.namespace)
+            projectors.append(p)
+            if hasattr(p, "attach"):   # the Postgres ones
+                p.attach("api")
+            else:
+                p.setup()          # the graph: a Neo4j generation, not Postgres
         positions = user_events(settings, user, at)
         records = fetch(settings, positions)
         items = []
@@ -83,7 +95,6 @@ def snapshot(settings: Settings, user: str, at: datetime, keys=None):
             if env.user == user and env.time <= at:
                 items.append(Item(pos[0], pos[1], pos[2], env))
         for p in projectors:
-            p.setup()
             p.apply(items, {})
         yield shadow
     finally:
@@ -95,7 +106,8 @@ def snapshot(settings: Settings, user: str, at: datetime, keys=None):
 
 
 def drop(settings: Settings, shadow: Settings) -> None:
-    stores.drop_schema(settings, shadow.namespace)
+    with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
+        shadow_functions.drop_asof_shadow(conn, settings.namespace, shadow.namespace)
     with stores.graph_driver(settings) as driver:
         stores.delete_generation(driver, shadow.namespace)
 
@@ -140,7 +152,7 @@ def memories_as_of(settings: Settings, user: str, at: datetime, keys=None, limit
 
 def sweep_stale(settings: Settings) -> int:
     """Drop as-of shadows left behind by a killed process (none normally survive a query)."""
-    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
+    with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn, conn.cursor(row_factory=dict_row) as cur:
         cur.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (settings.namespace + "\\_\\_asof\\_%",))
         names = [r["nspname"] for r in cur.fetchall()]
     for n in names:

@@ -30,7 +30,8 @@ async def memory_life(backend, caller: Caller, memory_id: str, *, content: bool 
     settings = backend.settings
     owned(caller, await asyncio.to_thread(memory_user, settings, memory_id))
     try:
-        life = await asyncio.to_thread(memory_audit, settings, memory_id, content=content)
+        life = await asyncio.to_thread(memory_audit, settings, memory_id, content=content,
+                                         keys=backend.client.keys)
     except NotFound:
         raise NotYours("no such memory") from None
     return externalize(life, caller)
@@ -41,5 +42,5 @@ async def timeline(backend, caller: Caller, user: str, *, content: bool = False,
     """Every indexed event of the user, oldest first."""
     _content_allowed(caller, content)
     internal = caller.internal(user)
-    return externalize(await asyncio.to_thread(lambda: user_timeline(backend.settings, internal, content=content,
+    return externalize(await asyncio.to_thread(lambda: user_timeline(backend.settings, internal, content=content, keys=backend.client.keys,
                                                                      limit=limit, since=since, until=until)), caller)

@@ -1,14 +1,17 @@
 """Erase a user: crypto-shredding (adapters/erasure.py: `user.erased` published, then their data
-key deleted). What follows is the storage scrub (memstream/app/storage_scrub.py), which the entry
-point runs: in the background for the HTTP API, to completion for the CLI."""
+key deleted), then a storage scrub asked of the pipeline (rewriting what held the user's rows,
+dropping old WAL: memstream/app/storage_scrub.py, ScrubRequests), which needs the database owner
+and so is no serving process's work. The CLI's `memstream erase user` runs the scrub itself."""
 from __future__ import annotations
 
 import asyncio
 
-from adapters.erasure import erase_user
+from adapters.erasure import erase_user, request_scrub
 from services.access import Caller
 
 
 async def erase(backend, caller: Caller, user: str, *, requested_by: str):
-    """Returns the Position of the `user.erased` event (a scrub waits until it is applied)."""
-    return await asyncio.to_thread(erase_user, backend.settings, caller.internal(user), requested_by=requested_by)
+    """Returns the Position of the `user.erased` event (the scrub waits until it is applied)."""
+    position = await asyncio.to_thread(erase_user, backend.settings, caller.internal(user), requested_by=requested_by)
+    await asyncio.to_thread(request_scrub, backend.settings, position)
+    return position

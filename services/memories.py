@@ -34,7 +34,8 @@ async def listed(backend, caller: Caller, user: str, limit: int = 100, as_of: da
     internal = caller.internal(user)
     if as_of is not None:
         from replay.timetravel import memories_as_of
-        return await replayed(backend.settings, memories_as_of, backend.settings, internal, as_of, limit=limit)
+        return await replayed(backend.settings, memories_as_of, backend.settings, internal, as_of, limit=limit,
+                              keys=backend.client.keys)
     return await asyncio.to_thread(queries.memories, backend.settings, internal, limit)
 
 

@@ -14,7 +14,7 @@ from query.profile import profile as current_profile
 async def _profile(backend, internal: str, as_of: datetime | None) -> dict:
     if as_of is not None:
         from replay.timetravel import profile_as_of
-        return await replayed(backend.settings, profile_as_of, backend.settings, internal, as_of)
+        return await replayed(backend.settings, profile_as_of, backend.settings, internal, as_of, keys=backend.client.keys)
     return await asyncio.to_thread(current_profile, backend.models, internal)
 
 

@@ -29,7 +29,7 @@ async def recall(backend, caller: Caller, user: str, query: str, *, channel: str
     req = RecallRequest(internal, query, k, categories, tags, max_age_hours, min_score, expand, filters=filters)
     if as_of is not None:
         from replay.timetravel import recall_as_of
-        return await replayed(backend.settings, recall_as_of, backend.models, req, as_of)
+        return await replayed(backend.settings, recall_as_of, backend.models, req, as_of, keys=backend.client.keys)
     hits = await asyncio.to_thread(ranked, backend.models, req)
     event = recalled_event(hits, channel)
     if event is not None:

@@ -223,6 +223,11 @@ def test_admin_routes_stay_within_the_tenant(settings, http, world):
     assert http.post("/v1/turns", headers=bearer(keys["acme"]), json=turn).status_code == 410
     assert http.post("/v1/turns", headers=bearer(keys["globex"]), json=turn).status_code == 201
     assert [h["memory_id"] for h in recall("globex")] == [memory["globex"]]
+    # 5. the storage scrub the erasure asked for is run by the pipeline (not left to a later test's)
+    from adapters.bus import Position
+    from memstream.app.storage_scrub import scrub_report
+    erased = Position.parse(resp.json()["token"])
+    assert wait_for(lambda: scrub_report(settings, erased), timeout=300, what="the pipeline's storage scrub")["complete"]
 
 
 # -- end-user-bound keys -------------------------------------------------------------------------------

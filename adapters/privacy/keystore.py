@@ -77,6 +77,14 @@ GRANT SELECT, INSERT ON {schema}.system_keys, {schema}.erased_users TO {keystore
 """
 
 CONTROL_KEY = "control"
+_DDL_DONE: set[tuple[str, str]] = set()   # (key store DSN, schema) whose DDL this process ran
+_DDL_LOCK = threading.Lock()
+
+
+def forget_ddl(schema: str) -> None:
+    """The schema was dropped (namespace drop): the next key store for it runs its DDL again."""
+    with _DDL_LOCK:
+        _DDL_DONE.difference_update({m for m in _DDL_DONE if m[1] == schema})
 CHANNEL = "memstream_erased"   # NOTIFY payload: JSON [namespace schema, user]
 log = logging.getLogger("memstream.keystore")
 
@@ -97,9 +105,15 @@ class KeyStore:
         self._control: tuple[str, bytes] | None = None   # (kid, key): a system key is never erased
         self._settings = settings
         self._decision: DecisionKey | None | bool = False   # False: not read yet
-        # The tables (and their grants) are the owner's: made once over a short owner connection.
-        pgroles.run_ddl(settings, settings.pg_keys_database, psycopg.sql.SQL(DDL).format(
-            schema=self._schema, keystore=psycopg.sql.Identifier(pgroles.role_name(settings, "keystore"))))
+        # The tables (and their grants) are the owner's: made over a short owner connection, once
+        # per process and schema (a serving process opens key stores after its start: those open
+        # no owner connection, #28).
+        made = (self._dsn, settings.log_namespace)
+        with _DDL_LOCK:
+            if made not in _DDL_DONE:
+                pgroles.run_ddl(settings, settings.pg_keys_database, psycopg.sql.SQL(DDL).format(
+                    schema=self._schema, keystore=psycopg.sql.Identifier(pgroles.role_name(settings, "keystore"))))
+                _DDL_DONE.add(made)
         self._namespace = settings.log_namespace
         _Listener.attach(self._dsn, self)
 

@@ -733,8 +733,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read", "admin")}
     app.state.auth_dependencies = needs     # bench/auth.py overrides them to time the same path without auth
-    from memstream.app.storage_scrub import BackgroundScrubs
-    app.state.scrubs = BackgroundScrubs(settings)   # the storage scrub after an erasure (erase_route)
     Writer = Annotated[Principal, Depends(needs["memory:write"])]
     Reader = Annotated[Principal, Depends(needs["memory:read"])]
     Auditor = Annotated[Principal, Depends(needs["audit:read"])]
@@ -982,11 +980,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.delete("/v1/users/{user}", response_model=Position, status_code=202,
                 summary="Erase a user: crypto-shred their content everywhere, refuse their later events",
                 description="The key is deleted and the erasure published before the answer; the storage scrub "
-                            "(rewriting what held the user's rows, dropping old WAL) follows in the background.",
+                            "(rewriting what held the user's rows, dropping old WAL) is asked of the pipeline, which "
+                            "runs it once the projectors have applied the erasure.",
                 responses=_responses(422, 503))
     async def erase_route(user: UserParam, p: Admin) -> dict:
         pos = await erase.erase(backend(), p, user, requested_by=f"api:{p.key_id}")
-        app.state.scrubs.schedule(pos)
         return pos.as_dict()
 
     @app.post("/v1/context", response_model=ContextOut, summary="Assemble prompt context within a token budget",

@@ -56,6 +56,7 @@ from datetime import datetime, timezone
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from adapters.bus import Position
 from kernel.config import Settings
@@ -143,56 +144,90 @@ def scrub_storage(settings: Settings, after: Position | str | None = None, wait_
     return report
 
 
-class BackgroundScrubs:
-    """The scrub after an erasure over HTTP (`DELETE /v1/users/{user}` answers 202 at once): one
-    thread per API process runs them one at a time, and erasures that arrive meanwhile share the
-    next run (it waits for each of their positions, then scrubs once). A scrub that cannot run
-    (the projectors stopped, a rebuild holds the replay lock) is logged; `memstream erase scrub`
-    finishes it. Not durable: an API process that stops with scrubs queued leaves them to that
-    command too (the erasure itself, key and rows, is done before the 202)."""
+class ScrubRequests:
+    """The scrubs that serving processes asked for, run by the pipeline (#28: the rewrite, VACUUM
+    FULL and CHECKPOINT need the database owner, which no serving process should hold).
 
-    def __init__(self, settings: Settings, wait_s: float = 600.0):
-        self.settings, self.wait_s = settings, wait_s
-        self._pending: list[Position] = []
-        self._lock = threading.Lock()
+    An erasure over HTTP files a request (adapters/erasure.py: request_scrub, as the API role
+    through the owner's function) in `<ns>.scrub_requests` and answers 202. This poller runs in
+    the projectors' process, which holds the owner's password anyway (the read models' DDL): every
+    `interval_s` it looks for requests not done; with several projector processes, a session
+    advisory lock lets one of them run at a time. Requests waiting together share one scrub (it
+    waits for each erasure to be applied, then scrubs once), and each gets the report and its
+    `done_at`. Durable: a request survives the API's and the projectors' restarts until done. A
+    scrub that cannot run (the projectors behind, a rebuild holding the replay lock) is logged and
+    tried again after `retry_s`; `memstream erase scrub` runs one by hand."""
+
+    def __init__(self, settings: Settings, interval_s: float = 2.0, retry_s: float = 60.0, wait_s: float = 600.0):
+        self.settings, self.interval_s, self.retry_s, self.wait_s = settings, interval_s, retry_s, wait_s
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.done: list[dict] = []            # the reports of finished runs (newest last, at most 20)
+        self._conn: psycopg.Connection | None = None
+        self._table = sql.Identifier(settings.namespace, "scrub_requests")
 
-    def schedule(self, position: Position) -> None:
-        with self._lock:
-            self._pending.append(position)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="erasure-scrub", daemon=True)
-                self._thread.start()
+    def start(self) -> "ScrubRequests":
+        self._thread = threading.Thread(target=self._loop, name="scrub-requests", daemon=True)
+        self._thread.start()
+        return self
 
-    def idle(self, timeout: float) -> bool:
-        """Wait until nothing is queued or running (tests); False on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._pending and (self._thread is None or not self._thread.is_alive()):
-                    return True
-            time.sleep(0.2)
-        return False
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._conn is not None:
+            self._conn.close()
 
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                batch, self._pending = self._pending, []
-                if not batch:
-                    self._thread = None
-                    return
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
             try:
-                for position in batch:
-                    wait_applied(self.settings, position, self.wait_s)
-                report = scrub_storage(self.settings).as_dict()
-                self.done = [*self.done[-19:], report]
-                (log.warning if report["gaps"] else log.info)(
-                    "storage scrub after %d erasure(s): %.1f s, complete=%s %s", len(batch), report["seconds"],
-                    report["complete"], "; ".join(report["gaps"]))
-            except Exception as exc:  # noqa: BLE001 - logged; `memstream erase scrub` finishes the job
-                log.warning("storage scrub after %d erasure(s) did not run: %s; run `memstream erase scrub`",
-                            len(batch), exc)
+                self.run_once()
+            except Exception as exc:  # noqa: BLE001 - logged; the request stays and is tried again
+                log.warning("storage scrub requested after an erasure did not run: %s; retrying in %.0f s "
+                            "(or run `memstream erase scrub`)", exc, self.retry_s)
+                if self._conn is not None and (self._conn.closed or self._conn.broken):
+                    self._conn = None
+                self._stop.wait(self.retry_s)
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.settings.pg_dsn(), autocommit=True, connect_timeout=5)
+        return self._conn
+
+    def run_once(self) -> int:
+        """Run the requests not done yet (one scrub for all of them); how many were done."""
+        conn = self._connection()
+        if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._table.as_string(conn),)).fetchone()[0]:
+            return 0     # nobody asked yet
+        pending = [r[0] for r in conn.execute(sql.SQL(
+            "SELECT token FROM {} WHERE done_at IS NULL ORDER BY requested_at").format(self._table)).fetchall()]
+        if not pending:
+            return 0
+        key = f"memstream-scrub:{self.settings.namespace}"
+        if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+            return 0     # another projectors process is running them
+        try:
+            for token in pending:
+                wait_applied(self.settings, Position.parse(token), self.wait_s)
+            report = scrub_storage(self.settings).as_dict()
+            conn.execute(sql.SQL("UPDATE {} SET done_at = now(), report = %s WHERE token = ANY(%s)").format(self._table),
+                         (Jsonb(report), pending))
+            (log.warning if report["gaps"] else log.info)(
+                "storage scrub after %d erasure(s): %.1f s, complete=%s %s", len(pending), report["seconds"],
+                report["complete"], "; ".join(report["gaps"]))
+            return len(pending)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+def scrub_report(settings: Settings, position: Position) -> dict | None:
+    """The report of the pipeline's scrub after the erasure at `position`; None while not done."""
+    table = sql.Identifier(settings.namespace, "scrub_requests")
+    with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
+        if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table.as_string(conn),)).fetchone()[0]:
+            return None
+        row = conn.execute(sql.SQL("SELECT report FROM {} WHERE token = %s AND done_at IS NOT NULL").format(table),
+                           (position.token(),)).fetchone()
+    return row[0] if row else None
 
 
 # -- 1. waiting for the erasure to be applied ---------------------------------------------------

@@ -83,10 +83,15 @@ def run_worker(name: str, settings: Settings, projectors: tuple[str, ...] = PROJ
     elif name == "projectors":
         from adapters.privacy.keystore import KeyStore
         from projections.runner import ProjectorRunner, run_until_signalled
+        from memstream.app.storage_scrub import ScrubRequests
         keys = KeyStore(settings)
         health.set(name, "running")
-        rc = run_until_signalled([ProjectorRunner(build_projector(p, settings), settings, keys, health=health)
-                                  for p in projectors], health)
+        scrubs = ScrubRequests(settings).start()   # the scrubs serving processes asked for after erasures
+        try:
+            rc = run_until_signalled([ProjectorRunner(build_projector(p, settings), settings, keys, health=health)
+                                      for p in projectors], health)
+        finally:
+            scrubs.stop()
         if rc:
             raise SystemExit(rc)   # a projector failed fatally: exit non-zero, the supervisor restarts us
     else:

@@ -247,7 +247,7 @@ export interface paths {
         post?: never;
         /**
          * Erase a user: crypto-shred their content everywhere, refuse their later events
-         * @description The key is deleted and the erasure published before the answer; the storage scrub (rewriting what held the user's rows, dropping old WAL) follows in the background.
+         * @description The key is deleted and the erasure published before the answer; the storage scrub (rewriting what held the user's rows, dropping old WAL) is asked of the pipeline, which runs it once the projectors have applied the erasure.
          */
         delete: operations["erase_route_v1_users__user__delete"];
         options?: never;

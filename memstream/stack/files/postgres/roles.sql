@@ -25,7 +25,8 @@ SELECT format('CREATE DATABASE %I OWNER %I', d, :'owner') FROM (SELECT DISTINCT 
 SELECT format('ALTER DATABASE %I OWNER TO %I', d, :'owner') FROM (SELECT DISTINCT unnest(ARRAY[:'db', :'kdb']) AS d) x \gexec
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', d) FROM (SELECT DISTINCT unnest(ARRAY[:'db', :'kdb']) AS d) x \gexec
 SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', :'db', :'projector') \gexec
-SELECT format('GRANT CONNECT ON DATABASE %I TO %I', :'db', :'api') \gexec
+-- TEMPORARY: an as-of read replays into a shadow as the API role, and the projectors' batch staging uses temp tables
+SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', :'db', :'api') \gexec
 SELECT format('GRANT CONNECT ON DATABASE %I TO %I, %I', :'kdb', :'keystore', :'api') \gexec
 
 -- 3. The storage scrub (memstream/app/storage_scrub.py) as the owner, without superuser: VACUUM
