@@ -7,11 +7,15 @@ alone, then while another tenant (acme) floods the same API process with
   unless the client's lookup rate refuses them first),
 - `--waits` recalls that wait for a position no worker will ever apply (no pipeline runs in the
   bench's namespace), each up to 30 s,
-- recalls with its own valid key, as fast as `--flood-threads` threads can send them.
+- recalls with its own valid key, as fast as `--own-key-threads` threads can send them (default
+  half of `--flood-threads`; the rest send the random keys). Issue 28's figure is for random keys
+  and hanging waits: `--own-key-threads 0`; with them, a tenant using its own quota to the full
+  competes for the same 2 cores as the victim, which no limit below its quota changes.
 It prints globex's recall p50/p95 alone and under the flood, their ratio (one run, interleaved in
 time as far as a flood allows), and the flood's answers by status: the flooder should see 429s.
 
-    .venv/bin/python -m bench.flood [--random-keys 10000] [--waits 100] [--flood-threads 8] [--queries 200]
+    .venv/bin/python -m bench.flood [--random-keys 10000] [--waits 100] [--flood-threads 8] [--own-key-threads N]
+                                    [--queries 200]
 """
 from __future__ import annotations
 
@@ -58,6 +62,8 @@ def main() -> None:
     ap.add_argument("--random-keys", type=int, default=10_000)
     ap.add_argument("--waits", type=int, default=100)
     ap.add_argument("--flood-threads", type=int, default=8)
+    ap.add_argument("--own-key-threads", type=int, default=None,
+                    help="threads recalling with the flooder's own valid key (default: half of --flood-threads)")
     ap.add_argument("--queries", type=int, default=200, help="globex's recalls, alone and under the flood")
     ap.add_argument("--tenant-rate", type=float, default=None,
                     help="MEMSTREAM_RATE_LIMIT_PER_TENANT for the API (default: the settings' default)")
@@ -115,7 +121,8 @@ def main() -> None:
         waits = ThreadPoolExecutor(args.waits)
         for i in range(args.waits):
             waits.submit(hanging, i)
-        own = [threading.Thread(target=own_key, daemon=True) for _ in range(args.flood_threads // 2)]
+        n_own = args.flood_threads // 2 if args.own_key_threads is None else args.own_key_threads
+        own = [threading.Thread(target=own_key, daemon=True) for _ in range(n_own)]
         for t in own:
             t.start()
         keys_pool = ThreadPoolExecutor(max(1, args.flood_threads - len(own)))
@@ -133,7 +140,8 @@ def main() -> None:
 
         p50a, p50f = statistics.median(alone), statistics.median(flooded)
         print(f"namespace {ns.namespace}; globex's recall, {args.queries} queries each, k=10, users of 100 memories; "
-              f"API limits: {limits or 'defaults'}")
+              f"API limits: {limits or 'defaults'}; flood: {args.random_keys} random keys from "
+              f"{max(1, args.flood_threads - n_own)} threads, {args.waits} waits, {n_own} own-key threads")
         print(f"  alone         p50 {p50a:7.2f} ms  p95 {pct(alone, 0.95):7.2f} ms")
         print(f"  under flood   p50 {p50f:7.2f} ms  p95 {pct(flooded, 0.95):7.2f} ms  p50 ratio {p50f / p50a:.2f} "
               f"(globex answers {dict(flooded_statuses)}; its {args.queries} took {victim_s:.1f} s, "
