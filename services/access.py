@@ -41,19 +41,20 @@ Caller = Principal | Operator
 
 
 async def authenticate(backend, token: str | None, *scopes: str, client: str | None = None,
-                       limit: bool = True) -> Principal:
+                       limit: bool = True, lookup_charged: bool = False) -> Principal:
     """The key's principal when it holds every one of `scopes` and is within its rate limits
     (services/rate_limits.py). The key cache answers without I/O in the common case; a key it has
     not seen is verified against the key store in a worker thread, within `client`'s (its address)
     limit of such lookups, so a flood of random keys is refused before it reaches the key store.
-    `limit=False`: this request was charged already (the MCP server's HTTP key gate)."""
+    `limit=False`: this request was charged already (the MCP server's HTTP key gate);
+    `lookup_charged`: its unknown-key lookup was (the API's early refusal, memstream/app/early_refusal.py)."""
     if not token:
         raise NotAuthenticated(NO_KEY)
     keys = backend.keys
     limits = rate_limits.limits_for(backend.settings)
     known, p = keys.cached(token)
     if not known:
-        if limit and not keys.was_valid(token):     # a key in use is re-checked, never held back
+        if limit and not lookup_charged and not keys.was_valid(token):   # a key in use is re-checked, never held back
             limits.admit_lookup(client)
         p = await asyncio.to_thread(keys.verify, token)
     if p is None:

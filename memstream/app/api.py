@@ -613,6 +613,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="memstream", version="1", lifespan=lifespan,
                   description="Long-term memory for AI agents. Every query is scoped to one user.")
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    from memstream.app.early_refusal import CHARGED, EarlyRefusal
+    # outside BodyLimit and the router: a flood of unknown keys is refused before FastAPI routes it
+    app.add_middleware(EarlyRefusal, settings=settings, keys=lambda: state["backend"].keys if "backend" in state else None)
     from memstream.app import probes
     probes.mount(app, settings, state)   # GET /healthz, /readyz (no API key) and the access log
     from adapters.metrics import mount
@@ -728,7 +731,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                             b: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
                             h: Annotated[str | None, Security(header)] = None) -> Principal:
             return await authenticate(backend(), (b.credentials if b is not None else None) or h, *scopes,
-                                      client=request.client.host if request.client else None)
+                                      client=request.client.host if request.client else None,
+                                      lookup_charged=bool(request.scope.get("state", {}).get(CHARGED)))
         return principal
 
     needs = {scope: scoped(scope) for scope in ("memory:write", "memory:read", "audit:read", "admin")}

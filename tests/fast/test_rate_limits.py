@@ -121,3 +121,54 @@ def test_authenticate_refuses_a_flood_of_random_keys_before_the_key_store_and_st
         asyncio.run(authenticate(backend, "expired", "memory:read", client="10.0.0.9"))
     assert keys.lookups == 11, "a key in use whose cache entry expired is re-checked despite the flood"
     rate_limits._limits.clear()
+
+
+def test_the_api_refuses_a_flood_of_unknown_keys_before_routing_and_charges_each_lookup_once():
+    """memstream/app/early_refusal.py: the same decision as authenticate, taken from the headers
+    before FastAPI routes the request; an admitted request is marked so authenticate does not
+    charge it again (else only half the bucket's lookups would reach the key store)."""
+    from memstream.app.early_refusal import CHARGED, EarlyRefusal
+
+    rate_limits._limits.clear()
+    settings = get_settings().model_copy(update={"key_lookups_per_client": 2, "rate_limit_burst_s": 5,
+                                                 "rate_limit_per_key": 1000})
+    keys = Keys(Principal("k1", "acme", frozenset({"memory:read"})))
+    backend = SimpleNamespace(settings=settings, keys=keys)
+    reached = []
+
+    async def app(scope, receive, send):       # what FastAPI would run: authenticate, then answer
+        reached.append(scope["path"])
+        token = dict(scope["headers"]).get(b"authorization", b"").decode().partition(" ")[2] or None
+        try:
+            await authenticate(backend, token, client=scope["client"][0],
+                               lookup_charged=bool(scope.get("state", {}).get(CHARGED)))
+            status = 200
+        except NotAuthenticated:
+            status = 401
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    gate = EarlyRefusal(app, settings, lambda: keys)
+
+    async def get(token: str | None, header: bytes = b"authorization") -> tuple[int, dict]:
+        headers = [] if token is None else [(header, (f"Bearer {token}" if header == b"authorization" else token).encode())]
+        scope = {"type": "http", "path": f"/p{len(reached)}", "headers": headers, "client": ("10.0.0.9", 1), "state": {}}
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        await gate(scope, None, send)
+        return sent[0]["status"], dict(sent[0]["headers"])
+
+    async def flood():
+        return [await get(f"msk_random{i}") for i in range(30)]
+
+    answers = asyncio.run(flood())
+    assert [s for s, _ in answers[:10]] == [401] * 10, answers
+    assert {s for s, _ in answers[10:]} == {429} and all(h[b"retry-after"] for _, h in answers[10:])
+    assert keys.lookups == 10 and len(reached) == 10, "the refused 20 never reached the app"
+    assert asyncio.run(get("known"))[0] == 200, "a known key passes the flood"
+    assert asyncio.run(get("msk_other", b"x-api-key"))[0] == 429, "X-API-Key is the same key, refused alike"
+    assert asyncio.run(get(None))[0] == 401 and reached[-1], "no key: the app answers it"
+    rate_limits._limits.clear()
