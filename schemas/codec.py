@@ -185,8 +185,9 @@ def encode(env: Envelope[EventData], keys: KeyRing) -> bytes:
     record: dict[str, Any] = {"id": env.id, "type": env.type, "v": env.version, "user": env.user,
                     "time": env.time, "causation": env.causation,
                     "correlation": env.correlation, "producer": env.producer, "data": clear}
-    canonical = clear_envelope(env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation,
-                               env.producer, clear)
+    canonical = (clear_envelope(env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation,
+                                env.producer, clear)
+                 if data.SEALED or env.type in CONTROL_TYPES or env.type in DECISION_TYPES else b"")
     if env.type in CONTROL_TYPES:
         # Control types seal nothing (asserted by the contract tests), so the clear envelope is all of it.
         # kid None asks for the current control key, which a key ring always has (Optional only for a kid).
@@ -229,12 +230,16 @@ def decode(raw: bytes | None, keys: KeyRing, appended_ms: int | None = None) -> 
         known = sorted(v for (t, v) in REGISTRY if t == wire.type)
         raise UnknownEventVersion(
             f"unknown event {wire.type} v{wire.v} (known versions: {known or 'none'})")
+    # the canonical clear envelope: the message of a MAC and the seal's associated data, made once
+    canonical = (clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation, wire.correlation,
+                                wire.producer, wire.data)
+                 if cls.SEALED or wire.type in CONTROL_TYPES or wire.type in DECISION_TYPES else b"")
     # 2b. proof of origin of a control event
     if wire.type in CONTROL_TYPES:
-        _verify_control(wire, keys)
+        _verify_control(wire, keys, canonical)
     # 2c. proof of origin of a memory decision
     elif wire.type in DECISION_TYPES:
-        _verify_decision(wire, keys, appended_ms)
+        _verify_decision(wire, keys, appended_ms, canonical)
     # 3. sealed part
     values = dict(wire.data)
     if cls.SEALED:
@@ -247,8 +252,7 @@ def decode(raw: bytes | None, keys: KeyRing, appended_ms: int | None = None) -> 
         blob = _b64(wire.sealed.ct, "sealed ciphertext")
         if len(blob) < 12 + 16:
             raise InvalidEvent(f"sealed ciphertext too short ({len(blob)} bytes; nonce and tag alone are 28)")
-        aad = seal_aad(wire.sealed.v, clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation,
-                                                     wire.correlation, wire.producer, wire.data), wire.id)
+        aad = seal_aad(wire.sealed.v, canonical, wire.id)
         try:
             personal = orjson.loads(aead.decrypt(blob[:12], blob[12:], aad))
         except InvalidTag:
@@ -283,20 +287,19 @@ def decode(raw: bytes | None, keys: KeyRing, appended_ms: int | None = None) -> 
                     wire.correlation, wire.producer, data, wire.v)
 
 
-def _verify_control(wire: WireEnvelope, keys: KeyRing) -> None:
+def _verify_control(wire: WireEnvelope, keys: KeyRing, canonical: bytes) -> None:
     if wire.auth is None:
         raise InvalidEvent(f"{wire.type} carries no proof of origin (`auth`): control events must be "
                            "authenticated with the key store's control key")
     got = keys.control_key(wire.auth.kid)
     if got is None:
         raise InvalidEvent(f"{wire.type} is authenticated with an unknown control key {wire.auth.kid!r}")
-    expected = control_mac(got[1], clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation,
-                                                  wire.correlation, wire.producer, wire.data))
+    expected = control_mac(got[1], canonical)
     if not hmac.compare_digest(expected, wire.auth.mac):
         raise InvalidEvent(f"{wire.type} fails its MAC (forged, or altered after it was written)")
 
 
-def _verify_decision(wire: WireEnvelope, keys: KeyRing, appended_ms: int | None) -> None:
+def _verify_decision(wire: WireEnvelope, keys: KeyRing, appended_ms: int | None, canonical: bytes) -> None:
     dk = keys.decision_key()
     if dk is None:
         return   # a serving process: it verifies nothing it did not get from a verified index (decision_key.py)
@@ -307,9 +310,7 @@ def _verify_decision(wire: WireEnvelope, keys: KeyRing, appended_ms: int | None)
                            "memstream's workers, signed with the pipeline's decision key")
     if wire.auth.kid != dk.kid:
         raise InvalidEvent(f"{wire.type} is signed with an unknown decision key {wire.auth.kid[:64]!r}")
-    expected = decision_mac(dk.key, clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation,
-                                                   wire.correlation, wire.producer, wire.data),
-                            wire.sealed.ct if wire.sealed is not None else None)
+    expected = decision_mac(dk.key, canonical, wire.sealed.ct if wire.sealed is not None else None)
     if not hmac.compare_digest(expected, wire.auth.mac):
         raise InvalidEvent(f"{wire.type} fails its decision MAC (forged, or altered after it was written)")
 
