@@ -96,11 +96,23 @@ def _report(name: str, lost: int, dup: int, recover_s: float, **extra) -> None:
 
 # -- poison ---------------------------------------------------------------------------------------
 
+def _signed_again(wire: dict, keys) -> dict:
+    """A decision altered after encoding, given a valid decision MAC again, so what a consumer meets
+    is the poison meant (a broken ciphertext), not the MAC that would refuse it first."""
+    from schemas.codec import clear_envelope, decision_mac
+    from schemas.envelope import WireEnvelope
+    w = WireEnvelope.model_validate(wire)
+    canonical = clear_envelope(w.id, w.type, w.v, w.user, w.time, w.causation, w.correlation, w.producer, w.data)
+    dk = keys.decision_key()
+    return {**wire, "auth": {"kid": dk.kid, "mac": decision_mac(dk.key, canonical, wire["sealed"]["ct"])}}
+
+
 def _poison(settings, keys, good) -> list[tuple[str | None, bytes]]:
     """(key, value) records every consumer must dead-letter: each a different kind of poison."""
     sample = orjson.loads(encode(good[0], keys))
-    bad_b64 = {**sample, "id": str(uuid.uuid4()), "sealed": {**sample["sealed"], "ct": "!!not*base64!!" * 4}}
-    short_ct = {**sample, "id": str(uuid.uuid4()), "sealed": {**sample["sealed"], "ct": base64.b64encode(b"x" * 16).decode()}}
+    bad_b64 = _signed_again({**sample, "id": str(uuid.uuid4()), "sealed": {**sample["sealed"], "ct": "!!not*base64!!" * 4}}, keys)
+    short_ct = _signed_again({**sample, "id": str(uuid.uuid4()),
+                              "sealed": {**sample["sealed"], "ct": base64.b64encode(b"x" * 16).decode()}}, keys)
     nul_user = {**sample, "id": str(uuid.uuid4()), "user": "nul\x00user"}
     return [
         (good[0].user, orjson.dumps(bad_b64)),                                 # malformed base64 ciphertext

@@ -32,14 +32,19 @@ class OwnerWatch:
         self.name = f"memstream:owner:{os.getpid()}"
         self.seen: list[tuple[str | None, str | None]] = []
         self.samples = 0
+        # owner sessions this process held before the watch (another test's key store, e.g. `keys
+        # rotate`'s, keeps its erasure listener open for the process's life): not the requests' work
+        # as long as they stay as they were (a request that used one would change its state or query)
+        self.before = {r[0]: (r[1], r[2]) for r in self.conn.execute(
+            "SELECT pid, state, left(query, 120) FROM pg_stat_activity WHERE application_name = %s", (self.name,)).fetchall()}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            rows = self.conn.execute("SELECT state, left(query, 120) FROM pg_stat_activity WHERE application_name = %s",
+            rows = self.conn.execute("SELECT pid, state, left(query, 120) FROM pg_stat_activity WHERE application_name = %s",
                                      (self.name,)).fetchall()
-            self.seen += rows
+            self.seen += [(state, query) for pid, state, query in rows if self.before.get(pid) != (state, query)]
             self.samples += 1
             time.sleep(0.003)
 
