@@ -78,6 +78,11 @@ def control_mac(key: bytes, clear: bytes) -> str:
     return base64.b64encode(hmac.new(key, b"memstream.control/1\x00" + clear, hashlib.sha256).digest()).decode()
 
 
+def _authenticated(cls: type[EventData]) -> bool:
+    """Whether the clear envelope is authenticated (a seal's associated data, or a MAC's message)."""
+    return bool(cls.SEALED) or cls.TYPE in CONTROL_TYPES or cls.TYPE in DECISION_TYPES
+
+
 def decision_mac(key: bytes, clear: bytes, sealed_ct: str | None) -> str:
     """HMAC-SHA256 of a decision's canonical clear envelope and its sealed ciphertext: a decision
     copied with another sealed part (anyone holding the user's data key can seal one) fails it."""
@@ -186,8 +191,7 @@ def encode(env: Envelope[EventData], keys: KeyRing) -> bytes:
                     "time": env.time, "causation": env.causation,
                     "correlation": env.correlation, "producer": env.producer, "data": clear}
     canonical = (clear_envelope(env.id, env.type, env.version, env.user, env.time, env.causation, env.correlation,
-                                env.producer, clear)
-                 if data.SEALED or env.type in CONTROL_TYPES or env.type in DECISION_TYPES else b"")
+                                env.producer, clear) if _authenticated(type(data)) else b"")
     if env.type in CONTROL_TYPES:
         # Control types seal nothing (asserted by the contract tests), so the clear envelope is all of it.
         # kid None asks for the current control key, which a key ring always has (Optional only for a kid).
@@ -232,8 +236,7 @@ def decode(raw: bytes | None, keys: KeyRing, appended_ms: int | None = None) -> 
             f"unknown event {wire.type} v{wire.v} (known versions: {known or 'none'})")
     # the canonical clear envelope: the message of a MAC and the seal's associated data, made once
     canonical = (clear_envelope(wire.id, wire.type, wire.v, wire.user, wire.time, wire.causation, wire.correlation,
-                                wire.producer, wire.data)
-                 if cls.SEALED or wire.type in CONTROL_TYPES or wire.type in DECISION_TYPES else b"")
+                                wire.producer, wire.data) if _authenticated(cls) else b"")
     # 2b. proof of origin of a control event
     if wire.type in CONTROL_TYPES:
         _verify_control(wire, keys, canonical)

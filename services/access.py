@@ -51,20 +51,30 @@ async def authenticate(backend, token: str | None, *scopes: str, client: str | N
     if not token:
         raise NotAuthenticated(NO_KEY)
     keys = backend.keys
-    limits = rate_limits.limits_for(backend.settings)
+    if limit and not lookup_charged:
+        charge_unknown_key(keys, backend.settings, token, client)
     known, p = keys.cached(token)
     if not known:
-        if limit and not lookup_charged and not keys.was_valid(token):   # a key in use is re-checked, never held back
-            limits.admit_lookup(client)
         p = await asyncio.to_thread(keys.verify, token)
     if p is None:
         raise NotAuthenticated(UNKNOWN_KEY)
     require(p, *scopes)
     if limit:
-        limits.admit(p.key_id, p.tenant)
+        rate_limits.limits_for(backend.settings).admit(p.key_id, p.tenant)
     # the request's reads from here on see only this tenant's rows, whatever a query's WHERE says
     tenant_barrier.bind(p.tenant)
     return p
+
+
+def charge_unknown_key(keys, settings, token: str, client: str | None) -> bool:
+    """A key the cache does not know and this process never verified (a key in use is re-checked,
+    never held back) takes one of `client`'s lookups: RateLimited when none is left. True when
+    charged. authenticate and the API's early refusal (memstream/app/early_refusal.py) both ask here."""
+    known, _ = keys.cached(token)
+    if known or keys.was_valid(token):
+        return False
+    rate_limits.limits_for(settings).admit_lookup(client)
+    return True
 
 
 def require(caller: Caller, *scopes: str) -> None:

@@ -36,6 +36,9 @@ from kernel.errors import ConfigError
 from schemas.codec import DecisionKey
 
 MAGIC = "memstream-decision-key/1"
+MISSING = ("no decision key: the pipeline's workers sign and check every memory decision with it. Run "
+           "`memstream stack up` (or `memstream init`), which creates <stack_dir>/secrets/decision.key, "
+           "or set MEMSTREAM_DECISION_KEY")
 
 
 def path(settings: Settings) -> Path:
@@ -82,9 +85,7 @@ def require(settings: Settings) -> DecisionKey:
     """The key, for a process that signs or verifies decisions; ConfigError saying what to do."""
     key = load(settings)
     if key is None:
-        raise ConfigError(f"no decision key: the pipeline's workers sign and check every memory decision with it. "
-                          f"Run `memstream stack up` (or `memstream init`), which creates {path(settings)}, "
-                          "or set MEMSTREAM_DECISION_KEY")
+        raise ConfigError(MISSING)
     return key
 
 
@@ -92,6 +93,4 @@ def check_held(keys) -> None:
     """For a pipeline process (memory processor, projectors, replay): refuse to start without the key
     rather than write decisions nobody accepts, or accept forged ones unchecked."""
     if keys.decision_key() is None:
-        raise ConfigError("no decision key: the pipeline's workers sign and check every memory decision with it. Run "
-                          "`memstream stack up` (or `memstream init`), which creates <stack_dir>/secrets/decision.key, "
-                          "or set MEMSTREAM_DECISION_KEY")
+        raise ConfigError(MISSING)

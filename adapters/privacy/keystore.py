@@ -28,6 +28,7 @@ user stays fast.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -77,6 +78,7 @@ GRANT SELECT, INSERT ON {schema}.system_keys, {schema}.erased_users TO {keystore
 """
 
 CONTROL_KEY = "control"
+CHANNEL = "memstream_erased"   # NOTIFY payload: JSON [namespace schema, user]
 _DDL_DONE: set[tuple[str, str]] = set()   # (key store DSN, schema) whose DDL this process ran
 _DDL_LOCK = threading.Lock()
 
@@ -85,7 +87,8 @@ def forget_ddl(schema: str) -> None:
     """The schema was dropped (namespace drop): the next key store for it runs its DDL again."""
     with _DDL_LOCK:
         _DDL_DONE.difference_update({m for m in _DDL_DONE if m[1] == schema})
-CHANNEL = "memstream_erased"   # NOTIFY payload: JSON [namespace schema, user]
+
+
 log = logging.getLogger("memstream.keystore")
 
 
@@ -104,7 +107,6 @@ class KeyStore:
         self._read: dict[tuple[str, str], tuple[float, AESGCM | None]] = {}
         self._control: tuple[str, bytes] | None = None   # (kid, key): a system key is never erased
         self._settings = settings
-        self._decision: DecisionKey | None | bool = False   # False: not read yet
         # The tables (and their grants) are the owner's: made over a short owner connection, once
         # per process and schema (a serving process opens key stores after its start: those open
         # no owner connection, #28).
@@ -214,14 +216,16 @@ class KeyStore:
         self._control = row
         return row if kid is None or kid == row[0] else None
 
+    @functools.cached_property
+    def _decision(self) -> DecisionKey | None:
+        return decision_key.load(self._settings)
+
     def decision_key(self) -> DecisionKey | None:
         """The pipeline's decision key (adapters/privacy/decision_key.py), not the key store's: a
         setting or a file that only the workers need. None where this process has neither (a serving
         process: it writes no decisions, and verifies none except as-of replays of what the audit
         index holds, which its projector verified)."""
-        if self._decision is False:
-            self._decision = decision_key.load(self._settings)
-        return self._decision  # type: ignore[return-value]
+        return self._decision
 
     def forget_cached(self, user: str) -> None:
         # Called from the listener thread too: list() copies the keys in one step under the GIL.

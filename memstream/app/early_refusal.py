@@ -20,7 +20,7 @@ from collections.abc import Callable
 import orjson
 
 from kernel.errors import RateLimited
-from services import rate_limits
+from services.access import charge_unknown_key
 
 CHARGED = "memstream.lookup_charged"   # scope["state"] flag: this request's lookup was admitted here
 
@@ -47,14 +47,12 @@ class EarlyRefusal:
             keys = self.keys()
             token = presented_key(scope.get("headers") or ()) if keys is not None else None
             if token is not None:
-                known, _ = keys.cached(token)  # type: ignore[attr-defined]
-                if not known and not keys.was_valid(token):  # type: ignore[attr-defined]
-                    client = scope.get("client")
-                    try:
-                        rate_limits.limits_for(self.settings).admit_lookup(client[0] if client else None)
-                    except RateLimited as exc:
-                        return await _refuse(send, exc)
-                    scope.setdefault("state", {})[CHARGED] = True
+                client = scope.get("client")
+                try:
+                    if charge_unknown_key(keys, self.settings, token, client[0] if client else None):
+                        scope.setdefault("state", {})[CHARGED] = True
+                except RateLimited as exc:
+                    return await _refuse(send, exc)
         return await self.app(scope, receive, send)
 
 

@@ -196,7 +196,7 @@ class ScrubRequests:
     def run_once(self) -> int:
         """Run the requests not done yet (one scrub for all of them); how many were done."""
         conn = self._connection()
-        if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._table.as_string(conn),)).fetchone()[0]:
+        if not stores.table_exists(conn, self.settings.namespace, "scrub_requests"):
             return 0     # nobody asked yet
         pending = [r[0] for r in conn.execute(sql.SQL(
             "SELECT token FROM {} WHERE done_at IS NULL ORDER BY requested_at").format(self._table)).fetchall()]
@@ -223,7 +223,7 @@ def scrub_report(settings: Settings, position: Position) -> dict | None:
     """The report of the pipeline's scrub after the erasure at `position`; None while not done."""
     table = sql.Identifier(settings.namespace, "scrub_requests")
     with psycopg.connect(settings.pg_dsn(role="api"), autocommit=True) as conn:
-        if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table.as_string(conn),)).fetchone()[0]:
+        if not stores.table_exists(conn, settings.namespace, "scrub_requests"):
             return None
         row = conn.execute(sql.SQL("SELECT report FROM {} WHERE token = %s AND done_at IS NOT NULL").format(table),
                            (position.token(),)).fetchone()
