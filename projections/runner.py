@@ -241,11 +241,15 @@ class ProjectorRunner:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, idle_exit_after: float | None = None) -> None:
+        """Apply records until stopped; with `idle_exit_after`, return once nothing has come for
+        that long *and* every partition is applied up to where the log ended when the run began
+        (a slow group join or fetch on a loaded machine must not end a catch-up run early)."""
         try:
             self._retrying("setting up", self.projector.setup)
             if self.stop_event.is_set():
                 return
             topics = [self.settings.topic(t) for t in self.projector.topics]
+            ends = self._log_ends(topics) if idle_exit_after is not None else {}
             self._consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
                                      on_lost=self._on_revoke)
             self._set_health("running")
@@ -255,7 +259,7 @@ class ProjectorRunner:
                 # latency a quiet stream adds (freshness), a large batch keeps replays fast.
                 msgs = self._consumer.consume(num_messages=self.batch_size, timeout=0.01)
                 if not msgs:
-                    if idle_exit_after is not None and time.monotonic() - idle_since > idle_exit_after:
+                    if idle_exit_after is not None and self._may_exit(ends, idle_since, idle_exit_after):
                         return
                     continue
                 idle_since = time.monotonic()
@@ -286,6 +290,36 @@ class ProjectorRunner:
             raise
         finally:
             self._close()
+
+    # -- catch-up runs (idle_exit_after) -----------------------------------------------------
+    IDLE_EXIT_CAP_S = 120.0   # idle this long, a catch-up run ends even short of the log's end (partitions another member holds)
+
+    def _log_ends(self, topics: list[str]) -> dict[TopicPart, tuple[int, int]]:
+        """(low, high) watermark of every partition of `topics` now: what a catch-up run must reach."""
+        ends = {}
+        meta = self._consumer.list_topics(timeout=10)
+        for topic in topics:
+            for p in (meta.topics[topic].partitions if topic in meta.topics else {}):
+                ends[(topic, p)] = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        return ends
+
+    def _may_exit(self, ends: dict[TopicPart, tuple[int, int]], idle_since: float, idle_exit_after: float) -> bool:
+        now = time.monotonic()
+        if now - idle_since <= idle_exit_after:
+            return False
+        behind = {tp: (self._next.get(tp), high) for tp, (low, high) in ends.items()
+                  if high > low and (tp in self._assigned or not self._assigned) and self._next.get(tp, low) < high}
+        if behind and self._assigned:
+            # the fetch position also moves past records that never reach the loop (control records)
+            fetched = {(t.topic, t.partition): t.offset for t in
+                       self._consumer.position([TopicPartition(t, p) for t, p in behind])}
+            behind = {tp: v for tp, v in behind.items() if fetched.get(tp, -1) < v[1]}
+        if not behind:
+            return True
+        if now - idle_since > self.IDLE_EXIT_CAP_S:
+            log.warning("%s: idle exit before reaching the log's end (next, end): %s", self.projector.name, behind)
+            return True
+        return False
 
     def _close(self) -> None:
         for closer in (self.ledger.close, self._consumer.close, (self._dlq.close if self._dlq is not None else None), self.projector.close):

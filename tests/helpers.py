@@ -35,10 +35,34 @@ def assert_same_projections(left, right, what: str) -> None:
         a.setup()
         b.setup()
         try:
-            assert a.checksum() == b.checksum(), f"{name}: {what}"
+            left_sum, right_sum = a.checksum(), b.checksum()
+            assert left_sum == right_sum, f"{name}: {what}\n{_row_diff(a, left, right)}"
         finally:
             a.close()
             b.close()
+
+
+def _row_diff(projector, left, right, limit: int = 5) -> str:
+    """For a Postgres projection: each table's row counts and a few rows only one side holds, so a
+    failed comparison in CI says what differs (the graph's checksum has no rows to show)."""
+    tables = getattr(projector, "CHECKSUM", None)
+    if not tables:
+        return ""
+    import psycopg
+    from psycopg import sql
+    out = []
+    with psycopg.connect(left.pg_dsn()) as conn:
+        for table, (columns, _order) in sorted(tables.items()):
+            cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+            def rows(a, b):
+                return conn.execute(sql.SQL("SELECT {c} FROM {a}.{t} EXCEPT SELECT {c} FROM {b}.{t} LIMIT %s").format(
+                    c=cols, a=sql.Identifier(a.namespace), b=sql.Identifier(b.namespace), t=sql.Identifier(table)),
+                    (limit,)).fetchall()
+            counts = [conn.execute(sql.SQL("SELECT count(*) FROM {s}.{t}").format(
+                s=sql.Identifier(x.namespace), t=sql.Identifier(table))).fetchone()[0] for x in (left, right)]
+            out.append(f"{table}: {counts[0]} rows vs {counts[1]}; only left {rows(left, right)}; "
+                       f"only right {rows(right, left)}")
+    return "\n".join(out)
 
 
 # -- a private stack for fault injection (tests/test_faults_*.py) --------------------------------
