@@ -149,3 +149,29 @@ def test_no_key_is_ever_created_for_an_erased_user(keys, settings):
         assert not keys.erase(user)     # idempotent: no key, still erased
     finally:
         other.close()
+
+
+def test_the_erasure_listener_ends_when_no_key_store_uses_it(settings):
+    """A process's LISTEN thread follows its key stores: it ends once the last one is closed,
+    instead of reconnecting forever to a database it no longer needs (a stopped test stack)."""
+    import threading
+
+    from adapters.privacy.keystore import KeyStore, _Listener
+    store = KeyStore(settings)
+    listener = _Listener._by_dsn[store._dsn]
+    assert listener.thread.is_alive()
+    others = [s for s in list(listener.stores) if s is not store]
+    for other in others:            # key stores of other tests in this process
+        listener.stores.discard(other)
+    store.close()
+    wait_for(lambda: not listener.thread.is_alive(), timeout=15, what="the listener thread to end")
+    assert store._dsn not in _Listener._by_dsn or _Listener._by_dsn[store._dsn] is not listener
+    fresh = KeyStore(settings)      # the next key store starts a listener of its own
+    try:
+        again = _Listener._by_dsn[store._dsn]
+        assert again is not listener and again.thread.is_alive() and again.ready.is_set()
+        assert "keystore-erasures" in {t.name for t in threading.enumerate()}
+        for other in others:        # … which the other tests' key stores use again
+            again.stores.add(other)
+    finally:
+        fresh.close()

@@ -393,8 +393,6 @@ class _Listener:
                 listener.stores.discard(store)
 
     def _run(self) -> None:
-        import orjson
-
         from adapters.resilience import Throttled
         lost = Throttled(log)
         first = True
@@ -409,17 +407,37 @@ class _Listener:
                     first = False
                     lost.recovered("erasure listener reconnected")
                     self.ready.set()
-                    for note in conn.notifies():
-                        try:
-                            namespace, user = orjson.loads(note.payload)
-                        except (orjson.JSONDecodeError, ValueError, TypeError):
-                            continue
-                        for store in list(self.stores):
-                            if store._namespace == namespace:
-                                store.forget_cached(user)
+                    while True:
+                        # Wake every few seconds to see whether any key store still listens: one
+                        # that has none (all closed or collected) ends, rather than reconnecting
+                        # forever to a database that may be gone (a test stack, a dropped cluster).
+                        for note in conn.notifies(timeout=5.0):
+                            self._deliver(note)
+                        if self._unused():
+                            return
             except Exception as exc:  # noqa: BLE001 - the listener outlives outages; caches are dropped on return
+                if self._unused():
+                    return
                 lost.warning("erasure listener lost its connection (%s); reconnecting every second", type(exc).__name__)
                 for store in list(self.stores):
                     store.forget_all_cached()
                 first = False
                 time.sleep(1.0)
+
+    def _unused(self) -> bool:
+        with self._guard:
+            if self.stores:
+                return False
+            if self._by_dsn.get(self.dsn) is self:
+                del self._by_dsn[self.dsn]   # the next attach starts a new listener
+            return True
+
+    def _deliver(self, note) -> None:
+        import orjson
+        try:
+            namespace, user = orjson.loads(note.payload)
+        except (orjson.JSONDecodeError, ValueError, TypeError):
+            return
+        for store in list(self.stores):
+            if store._namespace == namespace:
+                store.forget_cached(user)
