@@ -21,7 +21,6 @@ fact opening with a conjunction, and a fact with no content word besides its ver
 from __future__ import annotations
 
 import argparse
-import inspect
 import random
 import re
 from collections import Counter
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from bench.locomo import DEFAULT_DATA, load_turns
 from domain.extraction import extract_facts
+from domain.reply_context import reply_question
 from domain.text import STOP
 
 _W = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -73,6 +73,7 @@ def fragment_reasons(content: str) -> list[str]:
     them for my/me once "User" is named), so they are not counted."""
     c = content.replace("’", "'")
     c = re.sub(r"\s*\((?:on|in|week of|weekend of) [^)]*\)$", "", c)   # the resolved date adds no meaning
+    c = re.sub(r"\s*\(in reply to: [^()]*\)$", "", c)   # judged on the statement itself: the proxy cannot read the question
     if re.search(r"[\u3400-\u9fff]", c):
         return []
     why: list[str] = []
@@ -98,13 +99,10 @@ _LIGHT = frozenset("so really very just too also it's that's lot lots much thing
                    "fun bad well now here there again still even ever right".split())
 
 
-def _supports_context() -> bool:
-    return "context" in inspect.signature(extract_facts).parameters
-
-
 def memories(path: Path, context: bool = True) -> list[tuple[str, str, str, str]]:
-    """(conversation, dia_id, turn text, memory content) for every offline fact of every turn."""
-    with_context = context and _supports_context()
+    """(conversation, dia_id, turn text, memory content) for every offline fact of every turn,
+    each turn read as the reply to the other speaker's previous turn of its session (as the live
+    extractor does: streams/extraction_core.ReplyContexts) unless `context` is False."""
     out = []
     for cid, turns in load_turns(path).items():
         last_other: str | None = None
@@ -112,8 +110,7 @@ def memories(path: Path, context: bool = True) -> list[tuple[str, str, str, str]
         for t in turns:
             if t.session != last_session:
                 last_other, last_session = None, t.session
-            kw = {"context": last_other} if with_context else {}
-            for d in extract_facts(t.text, at=t.time, **kw):
+            for d in extract_facts(t.text, at=t.time, reply_to=reply_question(last_other) if context else None):
                 out.append((cid, t.dia_id, t.text, d.content))
             last_other = t.text        # the next turn's speaker reads this one as the other's previous turn
     return out
@@ -151,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:2}. {cid} {dia:7} {'F' if why else ' '} {content}" + (f"   [{', '.join(why)}]" if why else ""))
         print(f"      turn: {text[:220]}")
     print()
-    print(f"context: {'other speaker previous turn' if not args.no_context and _supports_context() else 'none'}")
+    replied = sum(1 for *_, content in mems if "(in reply to: " in content)
+    replied_flagged = sum(1 for *_, content in mems if "(in reply to: " in content and fragment_reasons(content))
+    print(f"context: {'the question of the other speaker previous turn' if not args.no_context else 'none'}")
     print(f"memories: {len(mems)}; classifier fragments: {flagged} = {100 * flagged / max(len(mems), 1):.1f}% "
           f"(by reason: {', '.join(f'{k} {v}' for k, v in reasons.most_common())})")
+    print(f"memories kept with the question they answer: {replied} ({replied_flagged} of them flagged: the "
+          f"classifier judges the statement alone, so whether the question resolves it is judged by reading)")
     print(f"sample: {s_flag}/{len(sample)} flagged = {100 * s_flag / max(len(sample), 1):.1f}%")
     return 0
 

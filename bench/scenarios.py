@@ -36,6 +36,7 @@ import orjson
 import yaml
 
 from domain.extraction import extract_facts
+from domain.reply_context import reply_question
 from domain.memory_rules import decide
 from domain.memory_state import Rules, UserState
 from kernel.ids import derived_id, uuid7
@@ -97,11 +98,14 @@ def simulate(scenario: dict, embed=None, rules: Rules | None = None) -> Outcome:
     embed = embed or (lambda texts: [hashed_embedding(t) for t in texts])
     rules = dataclasses.replace(rules or Rules(), **(scenario.get("rules") or {}))
     state, out = UserState(), Outcome()
+    asked: str | None = None       # the question of the assistant's last turn, as the extractor keeps it
     for turn in scenario["turns"]:
+        if turn.get("role", "user") == "assistant":
+            asked = reply_question(turn["text"])
         if turn.get("role", "user") != "user":
             continue
         at = _time(turn["at"])
-        drafts = extract_facts(turn["text"], at=at)
+        drafts = extract_facts(turn["text"], at=at, reply_to=asked)
         vecs = embed([d.content for d in drafts]) if drafts else []
         for d, vec in zip(drafts, vecs):
             fid = uuid7(at)

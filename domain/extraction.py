@@ -242,17 +242,18 @@ def _residual_words(sentence: str) -> int:
                if w not in STOP and w not in {"i'm", "i've", "so", "too", "now", "really", "also", "very"})
 
 
-def extract_facts(text: str, at: datetime | None = None) -> list[FactDraft]:
+def extract_facts(text: str, at: datetime | None = None, reply_to: str | None = None) -> list[FactDraft]:
     """Everything worth keeping from a user turn without an LLM: the rule facts (slots: name,
     location, likes, constraints), then the statement facts (domain/statements.py) of
     sentences the rules did not already say. A sentence whose rule facts leave fewer than two
     content words besides them ("I'm allergic to peanuts.", "我对花生过敏，我喜欢喝咖啡") yields no
     statement too; one with more to say ("I live in Paris with my husband and two kids") yields both.
-    `at` is the turn's event time, for dates like "last week"."""
+    `at` is the turn's event time, for dates like "last week"; `reply_to` the question the turn
+    answers (domain/reply_context.py), kept with a statement that leans on it."""
     rules = rule_spans(text)
     rule_starts = [s for s, _, _ in rules]
     out: list[tuple[int, FactDraft]] = [(s, d) for s, _, d in rules]
-    for start, end, draft in statement_spans(text, at):
+    for start, end, draft in statement_spans(text, at, reply_to):
         lo = max(0, bisect.bisect_left(rule_starts, start) - 1)      # rule spans are disjoint and sorted
         hi = bisect.bisect_left(rule_starts, end)
         inside = [(s, e) for s, e, _ in rules[lo:hi] if s < end and start < e]

@@ -40,6 +40,7 @@ from typing import Any
 
 from domain.classification import STATEMENT_KINDS, classify_rules
 from domain.drafts import FactDraft, bounded
+from domain.reply_context import points_back, with_reply
 from domain.text import STOP, RelativeDate, relative_dates
 
 log = logging.getLogger("memstream.statements")
@@ -47,6 +48,7 @@ log = logging.getLogger("memstream.statements")
 MAX_SENTENCE_CHARS = 400   # a longer "sentence" (no punctuation) is cut here before it is examined
 MAX_CONTENT_CHARS = 300    # content sentences longer than this are cut at a word boundary
 MAX_STATEMENTS = 12        # per turn: a wall of text does not become a wall of memories
+REPLY_SENTENCES = 3        # a statement among a turn's first sentences may answer the other speaker's question
 MAX_SENTENCES = 64         # sentences examined per turn ("a.a.a.…" is 2,000 sentences in MAX_CHARS)
 MAX_TAGS = 8
 
@@ -885,12 +887,16 @@ def _statement_zh(sentence: str, at: datetime | None) -> FactDraft | None:
 
 # -- the channel ------------------------------------------------------------------------------
 
-def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, int, FactDraft]]:
-    """(start, end, draft) for each sentence worth keeping, in order; spans are in `text`."""
+def statement_spans(text: str, at: datetime | None = None,
+                    reply_to: str | None = None) -> list[tuple[int, int, FactDraft]]:
+    """(start, end, draft) for each sentence worth keeping, in order; spans are in `text`.
+    `reply_to`: the question this turn answers (reply_context.reply_question of the other
+    speaker's previous turn), kept with a statement near the turn's start that leans on it."""
     text = bounded(text)
     out: list[tuple[int, int, FactDraft]] = []
     follows = False           # the previous sentence became the last statement (and took no follow-up yet)
     short: tuple[int, str] | None = None   # the previous sentence, first-person but too short alone
+    replying: list[int] = []  # statements (indexes in out) that lean on the question they answer
     fences = [f.span() for f in _FENCE.finditer(text)] if "```" in text else []
     for i, (m, cjk) in enumerate(_segments(text)):
         if i >= MAX_SENTENCES:
@@ -929,6 +935,11 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
         if draft is not None:
             if len(out) >= MAX_STATEMENTS:
                 break
+            if reply_to and i < REPLY_SENTENCES and not cjk and points_back(draft.content):
+                # 3. (above) Nothing in this turn names what it leans on: the question it answers does,
+                #    most often. Only near the turn's start: later sentences lean on the turn itself.
+                #    Written in at the end, after any follow-up sentence has joined it.
+                replying.append(len(out))
             out.append((m.start(), m.end(), draft))
             follows, short = not cjk, None
             continue
@@ -945,6 +956,9 @@ def statement_spans(text: str, at: datetime | None = None) -> list[tuple[int, in
                 out.append(span)
         follows = False
         short = None if (more or cjk) else (m.start(), sentence)
+    for k in replying:
+        start, end, draft = out[k]
+        out[k] = (start, end, dataclasses.replace(draft, content=with_reply(draft.content, reply_to or "", MAX_CONTENT_CHARS)))
     return out
 
 
@@ -1119,7 +1133,7 @@ def _joined(draft: FactDraft, more: str) -> FactDraft:
     return dataclasses.replace(draft, content=joined)
 
 
-def extract_statements(text: str, at: datetime | None = None) -> list[FactDraft]:
+def extract_statements(text: str, at: datetime | None = None, reply_to: str | None = None) -> list[FactDraft]:
     """Every sentence of a user turn that says something about the speaker or their world, as a
     third-person fact; `at` is the turn's event time, used to resolve "last week", "昨天", …"""
-    return [d for _, _, d in statement_spans(text, at)]
+    return [d for _, _, d in statement_spans(text, at, reply_to)]

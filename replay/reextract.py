@@ -73,15 +73,17 @@ def _fact_ids(settings: Settings, since: datetime | None) -> set[str]:
 def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embedder=None,
               dry_run: bool = False) -> ReextractReport:
     from adapters.embedding import make_embedder
-    from streams.extraction_core import RuleExtractor
+    from streams.extraction_core import ReplyContexts, RuleExtractor
     report = ReextractReport(dry_run=dry_run)
     present_ids = _fact_ids(settings, since)
     core = RuleExtractor(embedder or make_embedder(settings))
+    contexts = ReplyContexts()            # the turns in log order, as the live extractor met them
+    replies: dict[str, str | None] = {}
     producer = None if dry_run else EventProducer(settings, ADMIN)
     batch: list = []
 
     def flush_batch() -> None:
-        for fact in core.events_for(batch):
+        for fact in core.events_for(batch, replies):
             report.facts += 1
             if fact.id in present_ids:
                 report.present += 1
@@ -91,6 +93,7 @@ def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embe
                 producer.send(settings.topic("facts"), fact.user, encode(fact, keys))
                 report.published += 1
         batch.clear()
+        replies.clear()
 
     try:
         for m in _scan(settings, settings.topic("turns"), since):
@@ -102,7 +105,11 @@ def reextract(settings: Settings, since: datetime | None, *, keys: KeyRing, embe
             except InvalidEvent:
                 report.unreadable += 1
                 continue
-            if env.erased or env.type != "turn.recorded" or env.data.role != "user":
+            if env.erased:
+                continue
+            if (question := contexts.observe((m.partition(), m.offset()), env)) is not None:
+                replies[env.id] = question
+            if env.type != "turn.recorded" or env.data.role != "user":
                 continue
             report.user_turns += 1
             batch.append(env)

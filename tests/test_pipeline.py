@@ -108,3 +108,17 @@ def test_sealed_fields_never_travel_in_the_clear(settings, client, pipeline):
         records = [m for m in read_all(settings, settings.topic(name)) if m.key() == user.encode()]
         assert records, name
         assert not any(marker.encode() in m.value() for m in records), f"plaintext in {name}"
+
+
+def test_a_reply_that_leans_on_the_assistants_question_keeps_it(settings, client, pipeline):
+    """Issue 30: the live extractor reads the assistant's previous turn of the session, so a reply
+    whose "it" only that question names is stored with it; another session's reply is not."""
+    user = unique_user("reply")
+    client.record_turn(user, "s1", "assistant", "Good to see you! How's it going with yoga? Have you noticed any improvements?")
+    client.record_turn(user, "s1", "user", "Thanks! It's helped me improve my strength and flexibility during my workouts.")
+    client.record_turn(user, "s2", "user", "It has really helped my back pain and my sleep.")
+    mems = wait_for(lambda: len(m := memories(settings, user)) == 2 and m, what="2 memories")
+    by_start = {m["content"].split(" ", 1)[0]: m["content"] for m in mems}
+    assert by_start["It's"] == ("It's helped User improve their strength and flexibility during their workouts "
+                                "(in reply to: How's it going with yoga? Has User noticed any improvements?)")
+    assert by_start["It"] == "It has really helped User's back pain and their sleep"   # s2 asked nothing

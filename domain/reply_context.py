@@ -1,0 +1,84 @@
+"""What a reply points at (issue 30, item 5): the other speaker's question, kept with a statement
+whose subject or object lives only in that question.
+
+From raw conversation about a third of the offline memories were fragments, most of them replies
+whose "it", "that" or "they" named something the *other* speaker had just asked about:
+
+    assistant: "Thanks! How's it going with yoga? Have you noticed any improvements?"
+    user:      "It's helped me a lot with strength and flexibility."
+
+"User has been helped by it" means nothing alone. An offline extractor cannot resolve the
+pronoun reliably, but it can keep what a note-taker would write down beside it: the question it
+answers, in the user's frame — "It's helped User a lot with strength and flexibility (in reply
+to: How's it going with yoga? Has User noticed any improvements?)". The question names the
+referent often enough, and it also carries the words a later question is likely to use.
+
+Pure functions: `reply_question` reads the other speaker's turn once (the extractor keeps its
+result, never the turn), `points_back` says whether a third-person statement needs it, and
+`with_reply` writes it in before a trailing resolved date.
+"""
+from __future__ import annotations
+
+import re
+
+MAX_QUESTION_CHARS = 160   # a question longer than this is a paragraph, not a pointer
+MAX_QUESTIONS = 2          # the last two questions of the turn (the referent is often in the first)
+
+_QUESTION = re.compile(r"[^.!?\n]*\?")
+_LEAD = re.compile(r"^(?:[\s\W]*(?:and|but|so|also|oh|wow|hey|hi|ok|okay|well)\b[\s,]*)+", re.I)
+# The other speaker speaking of themselves: their "I" is not the user, and rewriting it is guessing.
+_SPEAKER_FIRST = re.compile(r"(?i)\b(?:i|i'm|i've|i'll|i'd|me|my|mine|myself)\b")
+_SECOND = [
+    (re.compile(r"(?i)\b(are|were|have|do|did|can|could|will|would|should|had)\s+you\b"),
+     lambda m: {"are": "is", "were": "was", "have": "has", "do": "does"}.get(m.group(1).lower(), m.group(1)) + " User"),
+    (re.compile(r"(?i)\byou're\b"), lambda m: "User is"),
+    (re.compile(r"(?i)\byou've\b"), lambda m: "User has"),
+    (re.compile(r"(?i)\byou'll\b"), lambda m: "User will"),
+    (re.compile(r"(?i)\byou'd\b"), lambda m: "User would"),
+    (re.compile(r"(?i)\byourself\b"), lambda m: "themselves"),
+    (re.compile(r"(?i)\byours\b"), lambda m: "User's"),
+    (re.compile(r"(?i)\byour\b"), lambda m: "User's"),
+    (re.compile(r"(?i)\byou\b"), lambda m: "User"),
+]
+
+# A third-person statement that opens on what the other speaker named ("It's helped …", "That was
+# …", "They signed it …") or takes it as a bare object right after the user's verb ("User painted it
+# because …", "User will remember them …").
+_OPENS_ON_IT = re.compile(r"^(?:It|It's|They|They're|They've|They'll|He|He's|She|She's|Those|These|"
+                          r"(?:This|That)(?:'s)?(?=\s+(?:is|was|has|had|will|would|can|could|really|always|just|"
+                          r"also|still|never|made|makes|gave|gives|helps|helped|keeps|kept|brings|brought|means|"
+                          r"meant|reminds|reminded|feels|felt|sounds|looks)\b|'s\b))\b")
+_BARE_OBJECT = re.compile(r"^User(?:'s)?(?:\s+(?!(?:a|an|the|some|User's|their|this|that|these|those)\b)[a-z'-]+){1,4}?"
+                          r"\s+(?:it|them)\b")
+_DATE_SUFFIX = re.compile(r" \((?:on|in|week of|weekend of) [^()]*\)$")
+
+
+def reply_question(other_turn: str | None) -> str | None:
+    """The question(s) the other speaker's turn ends its asking on, in the user's frame ("you" →
+    User), or None: no question, or only ones about the speaker themselves ("Did I tell you …")."""
+    if not other_turn or "?" not in other_turn:
+        return None
+    kept: list[str] = []
+    for q in reversed(_QUESTION.findall(other_turn[:4000])):
+        q = _LEAD.sub("", q.strip()).strip()
+        if not q or len(q) > MAX_QUESTION_CHARS or len(q.split()) < 3 or _SPEAKER_FIRST.search(q):
+            continue
+        for pattern, repl in _SECOND:
+            q = pattern.sub(repl, q)
+        kept.append(q[0].upper() + q[1:])
+        if len(kept) == MAX_QUESTIONS:
+            break
+    return " ".join(reversed(kept)) or None
+
+
+def points_back(content: str) -> bool:
+    """Does this third-person statement lean on something it does not name?"""
+    return _OPENS_ON_IT.match(content) is not None or _BARE_OBJECT.match(content) is not None
+
+
+def with_reply(content: str, question: str, limit: int) -> str:
+    """`content` with the question it answers, before its resolved date; unchanged past `limit`."""
+    date = _DATE_SUFFIX.search(content)
+    head, tail = (content[:date.start()], date.group(0)) if date else (content, "")
+    out = f"{head} (in reply to: {question}){tail}"
+    return out if len(out) <= limit else content
