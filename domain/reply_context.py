@@ -48,8 +48,16 @@ _OPENS_ON_IT = re.compile(r"^(?:It|It's|They|They're|They've|They'll|He|He's|She
                           r"(?:This|That)(?:'s)?(?=\s+(?:is|was|has|had|will|would|can|could|really|always|just|"
                           r"also|still|never|made|makes|gave|gives|helps|helped|keeps|kept|brings|brought|means|"
                           r"meant|reminds|reminded|feels|felt|sounds|looks)\b|'s\b))\b")
-_BARE_OBJECT = re.compile(r"^User(?:'s)?(?:\s+(?!(?:a|an|the|some|User's|their|this|that|these|those)\b)[a-z'-]+){1,4}?"
-                          r"\s+(?:it|them)\b")
+# "it" within four words of the subject; "them" within three, and never after a verb that takes the
+# user as its object ("art lets them", "it made them feel": statements.third_person_en writes "them"
+# for "me" once "User" is named). Idioms ("make it happen", "made it to the top") are kept in: the
+# question they answer is what says what "it" was.
+_NOT_BEFORE = r"(?!(?:a|an|the|some|User's|their|this|that|these|those)\b)"
+_CAUSATIVE = (r"let|lets|make|makes|made|help|helps|helped|give|gives|gave|show|shows|showed|remind|reminds|"
+              r"reminded|keep|keeps|kept|tell|tells|told|ask|asks|asked|bring|brings|brought|take|takes|took")
+_BARE_OBJECT = re.compile(
+    r"^User(?:'s)?(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){1,4}?\s+it\b|"
+    r"^User(?:'s)?(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){0,2}?\s+(?!(?:" + _CAUSATIVE + r")\b)[a-z'-]+\s+them\b")
 _DATE_SUFFIX = re.compile(r" \((?:on|in|week of|weekend of) [^()]*\)$")
 
 

@@ -906,9 +906,10 @@ def statement_spans(text: str, at: datetime | None = None,
             follows, short = False, None
             continue
         draft = _guarded(_statement_zh if cjk else _statement_en, sentence, at)
-        if draft is not None and not cjk and _LEANS_BACK.match(draft.content):
+        if draft is not None and not cjk and points_back(draft.content):
             # "I use a whiteboard to stay on track. It keeps me motivated.": the second statement's
-            # subject is the first's object, so alone it is a fragment. 1. It joins the statement
+            # subject is the first's object, so alone it is a fragment; so is one whose object is
+            # ("… a book I really enjoy. I highly recommend it.": reply_context.points_back). 1. It joins the statement
             # before it (the sentence that names what "it" is). 2. The sentence before said nothing
             # alone but names it: both, as one fact. 3. Nothing in this turn names it (it points into
             # the other speaker's turn): kept as said, an aside before a statement of its own cut off.
@@ -1090,10 +1091,6 @@ _FOLLOW_UP = re.compile(r"^(?:It|It's|Its|That|That's|This|These|Those|They|They
 
 # A statement whose subject points back: "It keeps User motivated", "They're User's biggest support",
 # "This has been great for User" (a bare demonstrative: "This necklace is …" names its subject)
-_LEANS_BACK = re.compile(r"^(?:It|It's|They|They're|They've|They'll|He|He's|She|She's|"
-                         r"(?:This|That|These|Those)(?:'s)?(?=\s+(?:is|was|are|were|has|have|had|will|would|can|could|"
-                         r"really|always|just|also|still|never|made|makes|gave|gives|helps|helped|keeps|kept|"
-                         r"brings|brought|means|meant|reminds|reminded|feels|felt)\b|'s\b))\b")
 # "It was tough, but User …": an aside about the antecedent, then a statement of its own
 _ASIDE_FIRST = re.compile(r"^(?:It|It's|That|That's|This)\b[^,.;]{0,40}, (?:but|and|yet|so) (?=User\b)")
 _HINGE = re.compile(r"^(?:And|But|So|Plus|Also),? (?=User\b)")

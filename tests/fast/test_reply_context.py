@@ -85,3 +85,13 @@ def test_contexts_are_bounded():
         c.observe((0, i), _turn("ann", f"s{i}", "assistant", "What did you cook today?"))
     assert c.observe((0, 10), _turn("ann", "s0", "user", "It was pasta")) is None     # evicted, oldest first
     assert c.observe((0, 11), _turn("ann", "s2", "user", "It was pasta")) == "What did User cook today?"
+
+
+def test_a_statement_whose_object_is_the_sentence_befores_joins_it():
+    """"I highly recommend it" after the sentence naming the book is one fact, as a statement
+    whose subject points back is; "them" that is the user ("art lets me" → "lets them") is not."""
+    facts = [d.content for d in extract_facts("I'm currently reading a book that I really enjoy. I highly recommend it.")]
+    assert facts == ["User is currently reading a book that User really enjoys. User highly recommends it"]
+    facts = [d.content for d in extract_facts("I have done an abstract painting too. I love how art lets me get my emotions out.")]
+    assert len(facts) == 2, facts
+    assert points_back("User got them online") and not points_back("User loves how art lets them get their emotions out")
