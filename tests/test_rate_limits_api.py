@@ -1,7 +1,7 @@
 """Rate limits through a real `memstream api` process (services/rate_limits.py, #28 item 4), started
 with low limits: a key over its rate gets 429 with Retry-After and another tenant's key is still
 served; a flood of random keys from one client is refused with 429 after its lookups, before the
-key store, while known keys go on; the refusals are counted in /metrics; a second later the key
+key store, each refusal held back for the refusal delay, while known keys go on at once; the refusals are counted in /metrics; a second later the key
 is served again."""
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from tests.auth_helpers import bearer, make_key
 from tests.helpers import unique_user
 
 LIMITS = {"MEMSTREAM_RATE_LIMIT_PER_KEY": "5", "MEMSTREAM_RATE_LIMIT_PER_TENANT": "1000",
-          "MEMSTREAM_KEY_LOOKUPS_PER_CLIENT": "5", "MEMSTREAM_RATE_LIMIT_BURST_S": "2"}   # bursts of 10
+          "MEMSTREAM_KEY_LOOKUPS_PER_CLIENT": "5", "MEMSTREAM_RATE_LIMIT_BURST_S": "2",   # bursts of 10
+          "MEMSTREAM_UNKNOWN_KEY_REFUSAL_DELAY_S": "0.5"}
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +71,25 @@ def test_a_key_over_its_rate_gets_429_and_other_tenants_and_keys_are_served(sett
 def test_a_flood_of_random_keys_is_refused_before_the_key_store_and_known_keys_go_on(settings, limited_api):
     known = make_key(settings, tenant="rl-known", scopes=("memory:read",), name="tests-rl-known")
     user = unique_user("rlk")
-    with httpx.Client(base_url=limited_api, timeout=30) as http:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def timed(http: httpx.Client, token: str) -> tuple[int, float]:
+        t0 = time.monotonic()
+        return http.get(f"/v1/users/{user}/preferences", headers=bearer(token)).status_code, time.monotonic() - t0
+
+    limits = httpx.Limits(max_connections=48, max_keepalive_connections=48)
+    with httpx.Client(base_url=limited_api, timeout=30, limits=limits) as http, ThreadPoolExecutor(40) as pool:
         assert http.get(f"/v1/users/{user}/preferences", headers=bearer(known)).status_code == 200   # now cached
-        got = [http.get(f"/v1/users/{user}/preferences",
-                        headers=bearer(f"msk_{secrets.token_urlsafe(24)}")).status_code for _ in range(40)]
-        assert set(got) == {401, 429} and got.count(401) <= 15 and got[-1] == 429, got
-        assert http.get(f"/v1/users/{user}/preferences", headers=bearer(known)).status_code == 200, \
-            "a known key (from the cache) is served during the flood"
+        # 40 random keys at once: the bucket's 10 lookups are answered 401, the rest 429 after the
+        # refusal delay (the tarpit), while a known key is served at once meanwhile
+        flood = [pool.submit(timed, http, f"msk_{secrets.token_urlsafe(24)}") for _ in range(40)]
+        time.sleep(0.2)
+        status, took = timed(http, known)
+        assert status == 200 and took < 0.5, ("a known key (from the cache) is served during the flood", took)
+        answers = [f.result() for f in flood]
+        got = [s for s, _ in answers]
+        assert set(got) == {401, 429} and got.count(401) <= 15, got
+        assert all(t >= 0.45 for s, t in answers if s == 429), sorted(t for s, t in answers if s == 429)
         metrics = http.get("/metrics").text
         counted = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                    if line.startswith("memstream_rate_limited_total{")}

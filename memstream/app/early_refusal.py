@@ -12,9 +12,17 @@ never verified, takes one token of its client's lookup bucket; with none left it
 with Retry-After here, exactly as `authenticate` would have answered it. Admitted, it goes on
 marked as charged, so `authenticate` does not charge it twice. Keys the cache knows (valid or
 known invalid) and requests without a key pass through untouched.
+
+A refusal is answered after MEMSTREAM_UNKNOWN_KEY_REFUSAL_DELAY_S (a tarpit), not at once: parsing
+and answering a refused request still costs ~0.35 ms of the process's CPU, so a flooder that
+waits for its answers would otherwise send as many as the process can parse, and another
+tenant's recall waits behind them. Held, a flooder with N connections gets N / delay refusals a
+second. The held refusals are asyncio sleeps (no thread, no CPU), at most MAX_HELD at once: beyond
+that they are answered at once, so memory stays bounded whatever the number of connections.
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import orjson
@@ -23,6 +31,7 @@ from kernel.errors import RateLimited
 from services.access import charge_unknown_key
 
 CHARGED = "memstream.lookup_charged"   # scope["state"] flag: this request's lookup was admitted here
+MAX_HELD = 1024                          # refusals held back at once per process (see the module's doc)
 
 
 def presented_key(headers) -> str | None:
@@ -41,6 +50,7 @@ def presented_key(headers) -> str | None:
 class EarlyRefusal:
     def __init__(self, app, settings, keys: Callable[[], object | None]):
         self.app, self.settings, self.keys = app, settings, keys
+        self.held = 0
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
@@ -52,8 +62,18 @@ class EarlyRefusal:
                     if charge_unknown_key(keys, self.settings, token, client[0] if client else None):
                         scope.setdefault("state", {})[CHARGED] = True
                 except RateLimited as exc:
-                    return await _refuse(send, exc)
+                    return await self._refuse_later(send, exc)
         return await self.app(scope, receive, send)
+
+    async def _refuse_later(self, send, exc: RateLimited) -> None:
+        delay = self.settings.unknown_key_refusal_delay_s
+        if delay > 0 and self.held < MAX_HELD:
+            self.held += 1
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self.held -= 1
+        await _refuse(send, exc)
 
 
 async def _refuse(send, exc: RateLimited) -> None:

@@ -131,7 +131,7 @@ def test_the_api_refuses_a_flood_of_unknown_keys_before_routing_and_charges_each
 
     rate_limits._limits.clear()
     settings = get_settings().model_copy(update={"key_lookups_per_client": 2, "rate_limit_burst_s": 5,
-                                                 "rate_limit_per_key": 1000})
+                                                 "rate_limit_per_key": 1000, "unknown_key_refusal_delay_s": 0})
     keys = Keys(Principal("k1", "acme", frozenset({"memory:read"})))
     backend = SimpleNamespace(settings=settings, keys=keys)
     reached = []
@@ -171,4 +171,51 @@ def test_the_api_refuses_a_flood_of_unknown_keys_before_routing_and_charges_each
     assert asyncio.run(get("known"))[0] == 200, "a known key passes the flood"
     assert asyncio.run(get("msk_other", b"x-api-key"))[0] == 429, "X-API-Key is the same key, refused alike"
     assert asyncio.run(get(None))[0] == 401 and reached[-1], "no key: the app answers it"
+    rate_limits._limits.clear()
+
+
+def test_a_refused_unknown_key_is_answered_after_the_delay_and_no_more_are_held_than_the_cap(monkeypatch):
+    """The tarpit (early_refusal.py): a refusal waits MEMSTREAM_UNKNOWN_KEY_REFUSAL_DELAY_S, so a
+    flooder that waits for answers is slowed to its connections / delay; past MAX_HELD held at once
+    the rest are answered at once; a known key is never held."""
+    import time
+
+    from memstream.app import early_refusal
+    from memstream.app.early_refusal import EarlyRefusal
+
+    rate_limits._limits.clear()
+    settings = get_settings().model_copy(update={"key_lookups_per_client": 1, "rate_limit_burst_s": 1,
+                                                 "rate_limit_per_key": 1000, "unknown_key_refusal_delay_s": 0.3})
+    keys = Keys(Principal("k1", "acme", frozenset({"memory:read"})))
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    gate = EarlyRefusal(app, settings, lambda: keys)
+    monkeypatch.setattr(early_refusal, "MAX_HELD", 3)
+
+    async def get(token: str) -> tuple[int, float]:
+        scope = {"type": "http", "path": "/", "headers": [(b"authorization", f"Bearer {token}".encode())],
+                 "client": ("10.0.0.7", 1), "state": {}}
+        sent, t0 = [], time.monotonic()
+
+        async def send(message):
+            sent.append(message)
+        await gate(scope, None, send)
+        return sent[0]["status"], time.monotonic() - t0
+
+    async def scenario():
+        await get("msk_first")                       # takes the one lookup
+        burst = await asyncio.gather(*(get(f"msk_r{i}") for i in range(5)))
+        known = await get("known")
+        return burst, known
+
+    burst, known = asyncio.run(scenario())
+    assert {s for s, _ in burst} == {429}
+    held = sorted(t for _, t in burst)
+    assert all(t >= 0.29 for t in held[-3:]), held          # three held for the delay …
+    assert all(t < 0.1 for t in held[:2]), held             # … the two past the cap answered at once
+    assert known[0] == 200 and known[1] < 0.1, "a known key is never held"
+    assert gate.held == 0
     rate_limits._limits.clear()
