@@ -101,6 +101,63 @@ CREATE TABLE IF NOT EXISTS {s}.memory_links (
     PRIMARY KEY (memory_id, other_id, kind)
 );
 CREATE INDEX IF NOT EXISTS memory_links_user ON {s}.memory_links (user_id);
+-- Validity (#26 item 6): every state a memory row and a link held, valid from the event time of the
+-- decision that made it, so "as of T" is an indexed read (query/as_of.py), not a replay. Written by
+-- pgvector-items in the same statement as the change itself (projections/memory_history.py); a
+-- forget or an erasure deletes a memory's versions with it. Columns: memory_items' less `ann`.
+CREATE TABLE IF NOT EXISTS {s}.memory_item_versions (
+    seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    valid_from    timestamptz NOT NULL,
+    change_id     text NOT NULL,
+    memory_id     text NOT NULL,
+    user_id       text NOT NULL,
+    key           text,
+    value         text,
+    content       text NOT NULL,
+    category      text NOT NULL,
+    tags          text[] NOT NULL,
+    slot_hint     text,
+    importance    real NOT NULL,
+    embedding     vector({dim}) NOT NULL,
+    status        text NOT NULL,
+    superseded_by text,
+    access_count  int  NOT NULL,
+    last_accessed_at timestamptz,
+    terms         text[] NOT NULL,
+    session       text,
+    fact_id       text,
+    event_id      text NOT NULL,
+    created_at    timestamptz NOT NULL,
+    updated_at    timestamptz NOT NULL,
+    merged_into   text,
+    parent_ids    text[] NOT NULL,
+    source_fact_ids text[] NOT NULL,
+    summarized_at timestamptz,
+    importance_at timestamptz,
+    agent_id      text,
+    run_id        text,
+    metadata      jsonb,
+    UNIQUE (memory_id, change_id)
+);
+CREATE INDEX IF NOT EXISTS memory_item_versions_as_of ON {s}.memory_item_versions (user_id, memory_id, seq DESC) INCLUDE (valid_from);
+CREATE TABLE IF NOT EXISTS {s}.memory_link_versions (
+    seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    valid_from timestamptz NOT NULL,
+    change_id  text NOT NULL,
+    memory_id  text NOT NULL,
+    other_id   text NOT NULL,
+    kind       text NOT NULL,
+    user_id    text NOT NULL,
+    weight     real NOT NULL,
+    UNIQUE (memory_id, other_id, kind, change_id)
+);
+CREATE INDEX IF NOT EXISTS memory_link_versions_user ON {s}.memory_link_versions (user_id);
+-- A row here: the versions began beside memories projected before them, so they do not hold the
+-- whole past and as-of reads replay (replay/timetravel.py) until `replay rebuild` of pgvector-items
+-- (whose fresh tables, this one empty, are swapped in).
+CREATE TABLE IF NOT EXISTS {s}.memory_history_gaps (
+    noted_at timestamptz NOT NULL DEFAULT now()
+);
 """
 
 
@@ -116,20 +173,23 @@ def connect(settings: Settings, autocommit: bool = False, role: str = "projector
 
 
 def ensure_ddl(settings: Settings, ddl: str, probe: Callable[[psycopg.Connection], object] | None = None,
-               **literals) -> object:
+               after: Callable[[psycopg.Connection, object], None] | None = None, **literals) -> object:
     """Run a read model's DDL ({s} = the namespace schema) under the shared DDL lock.
 
     Concurrent projectors may race on CREATE … IF NOT EXISTS; an advisory lock serialises them.
     Run as the owner role: the tables are its, and its default privileges (memstream/stack/files/
     postgres/roles.sql) let the projectors write and the API read each new one. `probe(conn)`, if
     given, runs under the same lock just before the DDL and its result is returned: what the
-    schema looked like before this call, with no other projector's DDL between the look and it.
+    schema looked like before this call, with no other projector's DDL between the look and it;
+    `after(conn, that)`, if given, runs under the lock right after the DDL (a note of what it found).
     """
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('memstream-ddl'))")
         try:
             before = probe(conn) if probe else None
             conn.execute(sql.SQL(ddl).format(s=schema(settings), **{k: sql.Literal(v) for k, v in literals.items()}))
+            if after:
+                after(conn, before)
             ensure_tenant_barrier(conn, settings)
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext('memstream-ddl'))")
@@ -186,8 +246,16 @@ def ensure_shadow_functions(settings: Settings) -> None:
 
 
 def ensure_schema(settings: Settings) -> None:
-    links_missing = ensure_ddl(settings, DDL, probe=lambda conn: _holds_items_without_links(conn, settings.namespace),
-                               dim=settings.embed_dim)
+    def note_gap(conn: psycopg.Connection, found) -> None:
+        if found[1]:   # in the DDL's lock: no projector writes a version between the look and the note
+            conn.execute(sql.SQL("INSERT INTO {}.memory_history_gaps DEFAULT VALUES").format(schema(settings)))
+
+    links_missing, history_missing = ensure_ddl(settings, DDL, probe=lambda conn: _missing_beside_items(conn, settings.namespace),
+                                                after=note_gap, dim=settings.embed_dim)
+    if history_missing:
+        logging.getLogger("memstream.projections").warning(
+            "%s: memory versions are new beside existing memories; as-of reads replay the log until `%s`",
+            settings.namespace, REBUILD_ITEMS)
     ensure_vector_index(settings)
     ensure_shadow_functions(settings)
     # relational memory's tables (#26) belong to the namespace's read models like the others: the API
@@ -201,11 +269,14 @@ def ensure_schema(settings: Settings) -> None:
             "covers them", settings.namespace, REBUILD_ITEMS)
 
 
-def _holds_items_without_links(conn: psycopg.Connection, namespace: str) -> bool:
-    items = conn.execute("SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NULL",
-                         (f'"{namespace}"."memory_items"', f'"{namespace}"."memory_links"')).fetchone()
-    return bool(items[0] and items[1] and conn.execute(
+def _missing_beside_items(conn: psycopg.Connection, namespace: str) -> tuple[bool, bool]:
+    """(memory_links, memory_item_versions): each missing while memory_items holds rows."""
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NULL, to_regclass(%s) IS NULL",
+                          (f'"{namespace}"."memory_items"', f'"{namespace}"."memory_links"',
+                           f'"{namespace}"."memory_item_versions"')).fetchone()
+    held = bool(exists[0] and conn.execute(
         sql.SQL("SELECT EXISTS (SELECT FROM {}.memory_items)").format(sql.Identifier(namespace))).fetchone()[0])
+    return held and bool(exists[1]), held and bool(exists[2])
 
 
 # The HNSW index over the rows of large users only (`WHERE ann`), and the index it replaces: the

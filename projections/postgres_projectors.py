@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 from kernel.config import Settings
 from domain.text import tokens
 from projections import pg, tombstones
+from projections.memory_history import link_versions, versioned
 from projections.batching import Grouping, grouped_runs, own_item_row
 from projections.runner import Item, Projector, TopicPart, kind_by_type, runs_by_kind
 
@@ -65,6 +66,11 @@ class _PostgresProjector(Projector):
 
     def q(self, text: str) -> sql.Composed:
         return sql.SQL(text).format(s=self.s)
+
+    def v(self, text: str) -> sql.Composed:
+        """q(text), a change of memory_items, that also records the rows it writes as versions valid
+        from the event's time (projections/memory_history.py): its parameters end with (time, id)."""
+        return versioned(self.s, self.q(text))
 
     def apply(self, items: list[Item], positions: dict[TopicPart, int],
               expected: dict[TopicPart, int | None] | None = None) -> None:
@@ -180,7 +186,15 @@ class MemoryItemsProjector(_PostgresProjector):
         "status", "superseded_by", "access_count", "last_accessed_at", "session", "fact_id", "event_id", "created_at",
         "updated_at", "importance_at", "terms", "merged_into", "parent_ids", "source_fact_ids", "summarized_at", "ann", "agent_id", "run_id",
         "metadata"], ["memory_id"]),
-        "memory_links": (["memory_id", "other_id", "kind", "user_id", "weight"], ["memory_id", "other_id", "kind"])}
+        "memory_links": (["memory_id", "other_id", "kind", "user_id", "weight"], ["memory_id", "other_id", "kind"]),
+        # seq orders one memory's (one edge's) versions: its values, and its order across users, differ
+        # between a live table and a rebuilt one, which interleave partitions differently; within
+        # one memory (one user, one partition) the order is the log's
+        "memory_item_versions": (["valid_from", "change_id", "memory_id", "user_id", "content", "status", "importance",
+                                  "importance_at", "embedding", "superseded_by", "merged_into", "access_count",
+                                  "updated_at", "key", "value", "category", "tags"], ["memory_id", "seq"]),
+        "memory_link_versions": (["valid_from", "change_id", "memory_id", "other_id", "kind", "user_id", "weight"],
+                                 ["memory_id", "other_id", "kind", "seq"])}
     kind_of = staticmethod(kind_by_type({"user.erased": "erase", "memory.created": "create", "memory.reinforced": "reinforce",
                           "memory.superseded": "supersede", "memory.decayed": "decay", "memory.merged": "merge",
                           "memory.deduped": "dedup", "memory.expired": "archive", "memory.summarized": "summarize",
@@ -202,22 +216,24 @@ class MemoryItemsProjector(_PostgresProjector):
     def write(self, cur, items: list[Item]) -> None:
         for kind, run in grouped_runs(items, self.kind_of, self.GROUPED):
             if kind == "erase":
-                self.erase_users(cur, [i.event.user for i in run], ("memory_items", "memory_links"))
+                self.erase_users(cur, [i.event.user for i in run], ("memory_items", "memory_links",
+                                                                     "memory_item_versions", "memory_link_versions"))
             elif kind == "create":
                 self._create(cur, run)
             elif kind == "reinforce":
                 # Absolute values from the event: applying it twice leaves the same row.
-                cur.executemany(self.q(
+                cur.executemany(self.v(
                     "UPDATE {s}.memory_items SET importance = %s, category = %s, slot_hint = %s, tags = %s, "
                     "access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s, "
                     "importance_at = %s WHERE memory_id = %s AND user_id = %s"),
                     [(d.importance, d.category, d.slot_hint, d.tags, d.access_count, i.event.time, i.event.time,
-                      i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
+                      i.event.time, d.memory_id, i.event.user, i.event.time, i.event.id) for i in run for d in (i.event.data,)])
             elif kind == "supersede":
-                cur.executemany(self.q(
+                cur.executemany(self.v(
                     "UPDATE {s}.memory_items SET status = 'outdated', superseded_by = %s, updated_at = %s "
                     "WHERE memory_id = %s AND user_id = %s"),
-                    [(d.superseded_by, i.event.time, d.memory_id, i.event.user) for i in run for d in (i.event.data,)])
+                    [(d.superseded_by, i.event.time, d.memory_id, i.event.user, i.event.time, i.event.id)
+                     for i in run for d in (i.event.data,)])
             elif kind == "link":
                 self._link(cur, run)
             else:
@@ -244,10 +260,12 @@ class MemoryItemsProjector(_PostgresProjector):
                        None if d.metadata is None else Jsonb(d.metadata))
                       for i in run for d in (i.event.data,)))
         cols = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.CREATE_COLUMNS)
-        cur.execute(sql.SQL(
+        #    The rows inserted are the memories' first versions, valid from their creation.
+        cur.execute(versioned(self.s, sql.SQL(
             "INSERT INTO {s}.memory_items ({c}, ann) SELECT {c}, coalesce((SELECT m.ann FROM {s}.memory_items m "
             "WHERE m.user_id = memory_items_in.user_id LIMIT 1), false) FROM memory_items_in ORDER BY seq "
-            "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols))
+            "ON CONFLICT (memory_id) DO NOTHING").format(s=self.s, c=cols),
+            valid_from=sql.Identifier("created_at"), change_id=sql.Identifier("event_id")))
         # 2. Users of the run who reached the threshold: all their rows into the HNSW index.
         self._sync_ann(cur, {i.event.user for i in run}, flag=True)
 
@@ -264,6 +282,10 @@ class MemoryItemsProjector(_PostgresProjector):
             "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::real[]) "
             "ON CONFLICT (memory_id, other_id, kind) DO UPDATE SET weight = EXCLUDED.weight"),
             [list(c) for c in zip(*((a, b, k, u, w) for (a, b, k), (u, w) in edges.items()))])
+        # every event's weight, from both ends, in log order: the links as of a time (not reduced)
+        cur.execute(link_versions(self.s), [list(c) for c in zip(*(
+            (a, b, d.kind, i.event.user, d.weight, i.event.time, i.event.id)
+            for i in run for d in (i.event.data,) for a, b in ((d.from_id, d.to_id), (d.to_id, d.from_id))))])
 
     def _forget_links(self, cur, memory_ids: list[str]) -> None:
         """A forgotten memory's edges go with it (as DETACH DELETE does in the graph): the rows at
@@ -271,6 +293,10 @@ class MemoryItemsProjector(_PostgresProjector):
         cur.execute(self.q("DELETE FROM {s}.memory_links WHERE (memory_id, other_id) IN "
                            "(SELECT other_id, memory_id FROM {s}.memory_links WHERE memory_id = ANY(%s))"), (memory_ids,))
         cur.execute(self.q("DELETE FROM {s}.memory_links WHERE memory_id = ANY(%s)"), (memory_ids,))
+        cur.execute(self.q("DELETE FROM {s}.memory_link_versions WHERE (memory_id, other_id) IN "
+                           "(SELECT other_id, memory_id FROM {s}.memory_link_versions WHERE memory_id = ANY(%s))"),
+                        (memory_ids,))
+        cur.execute(self.q("DELETE FROM {s}.memory_link_versions WHERE memory_id = ANY(%s)"), (memory_ids,))
 
     def _sync_ann(self, cur, users: set[str], flag: bool) -> None:
         """Set `ann` to `flag` on every row of those `users` whose row count now says so: flag=True
@@ -290,51 +316,52 @@ class MemoryItemsProjector(_PostgresProjector):
         """Consolidation and forgetting: absolute values from the event, so re-applying changes nothing."""
         rows = [(i.event, i.event.data) for i in run]
         if kind == "decay":
-            cur.executemany(self.q("UPDATE {s}.memory_items SET importance = %s, updated_at = %s, importance_at = %s "
+            cur.executemany(self.v("UPDATE {s}.memory_items SET importance = %s, updated_at = %s, importance_at = %s "
                                    "WHERE memory_id = %s AND user_id = %s"),
-                            [(d.importance, e.time, e.time, d.memory_id, e.user) for e, d in rows])
+                            [(d.importance, e.time, e.time, d.memory_id, e.user, e.time, e.id) for e, d in rows])
         elif kind == "merge":
             # The survivor takes the merged content/embedding; its provenance is the union of parents.
-            cur.executemany(self.q(
+            cur.executemany(self.v(
                 "UPDATE {s}.memory_items SET content = %s, embedding = %s, importance = %s, category = %s, slot_hint = %s, "
                 "tags = %s, key = %s, value = %s, access_count = %s, last_accessed_at = GREATEST(last_accessed_at, %s), "
                 "parent_ids = ARRAY(SELECT DISTINCT p FROM unnest(parent_ids || %s::text[]) AS p ORDER BY p), "
                 "source_fact_ids = %s, terms = %s, updated_at = %s, importance_at = %s WHERE memory_id = %s AND user_id = %s"),
                 [(d.content, np.asarray(d.embedding, dtype=np.float32), d.importance, d.category, d.slot_hint, d.tags,
                   d.key, d.value, d.access_count, e.time, d.parent_ids, d.fact_ids, sorted(set(tokens(d.content))),
-                  e.time, e.time, d.memory_id, e.user) for e, d in rows])
+                  e.time, e.time, d.memory_id, e.user, e.time, e.id) for e, d in rows])
             self._retire(cur, rows, "merged")
         elif kind == "dedup":
-            cur.executemany(self.q(
+            cur.executemany(self.v(
                 "UPDATE {s}.memory_items SET importance = %s, category = %s, tags = %s, access_count = %s, "
                 "source_fact_ids = %s, updated_at = %s, importance_at = %s WHERE memory_id = %s AND user_id = %s"),
-                [(d.importance, d.category, d.tags, d.access_count, d.fact_ids, e.time, e.time, d.memory_id, e.user)
-                 for e, d in rows])
+                [(d.importance, d.category, d.tags, d.access_count, d.fact_ids, e.time, e.time, d.memory_id, e.user,
+                  e.time, e.id) for e, d in rows])
             self._retire(cur, rows, "deduped")
         elif kind == "archive":
             # Forgetting archives (memory.expired): out of the working set, never out of the table.
-            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'archived', importance = %s, updated_at = %s, "
+            cur.executemany(self.v("UPDATE {s}.memory_items SET status = 'archived', importance = %s, updated_at = %s, "
                                    "importance_at = %s WHERE memory_id = %s AND user_id = %s "
                                    "AND status IN ('active', 'archived', 'expired')"),
-                            [(d.importance, e.time, e.time, d.memory_id, e.user) for e, d in rows])
+                            [(d.importance, e.time, e.time, d.memory_id, e.user, e.time, e.id) for e, d in rows])
         elif kind == "revive":
             # A recall brought an archived memory back (the recall itself refreshed its access).
-            cur.executemany(self.q("UPDATE {s}.memory_items SET status = 'active', importance = %s, "
+            cur.executemany(self.v("UPDATE {s}.memory_items SET status = 'active', importance = %s, "
                                    "last_accessed_at = GREATEST(last_accessed_at, %s), updated_at = %s, importance_at = %s "
                                    "WHERE memory_id = %s AND user_id = %s AND status IN ('archived', 'expired')"),
-                            [(d.importance, e.time, e.time, e.time, d.memory_id, e.user) for e, d in rows])
+                            [(d.importance, e.time, e.time, e.time, d.memory_id, e.user, e.time, e.id) for e, d in rows])
         elif kind == "summarize":
-            cur.executemany(self.q("UPDATE {s}.memory_items SET content = %s, terms = %s, summarized_at = %s, "
+            cur.executemany(self.v("UPDATE {s}.memory_items SET content = %s, terms = %s, summarized_at = %s, "
                                    "updated_at = %s WHERE memory_id = %s AND user_id = %s"),
-                            [(d.content, sorted(set(tokens(d.content))), e.time, e.time, d.memory_id, e.user)
-                             for e, d in rows])
+                            [(d.content, sorted(set(tokens(d.content))), e.time, e.time, d.memory_id, e.user,
+                              e.time, e.id) for e, d in rows])
         elif kind == "recall":
             cur.executemany(self.q("UPDATE {s}.memory_items SET last_accessed_at = GREATEST(last_accessed_at, %s) "
                                    "WHERE memory_id = ANY(%s) AND user_id = %s"),
                             [(e.time, d.memory_ids, e.user) for e, d in rows])
         elif kind == "forget":
-            cur.executemany(self.q("DELETE FROM {s}.memory_items WHERE memory_id = ANY(%s) AND user_id = %s"),
-                            [(d.memory_ids, e.user) for e, d in rows])
+            for table in ("memory_items", "memory_item_versions"):   # a forgotten memory has no past either
+                cur.executemany(sql.SQL("DELETE FROM {s}.{t} WHERE memory_id = ANY(%s) AND user_id = %s").format(
+                    s=self.s, t=sql.Identifier(table)), [(d.memory_ids, e.user) for e, d in rows])
             self._forget_links(cur, [mid for e, d in rows for mid in d.memory_ids])
             # A flagged user who fell below the threshold leaves the HNSW index (see _create): the
             # flag stays a function of the rows, so re-applying a forgotten memory's creation (a
@@ -342,6 +369,6 @@ class MemoryItemsProjector(_PostgresProjector):
             self._sync_ann(cur, {e.user for e, _ in rows}, flag=False)
 
     def _retire(self, cur, rows, status: str) -> None:
-        cur.executemany(self.q(f"UPDATE {{s}}.memory_items SET status = '{status}', merged_into = %s, updated_at = %s "
+        cur.executemany(self.v(f"UPDATE {{s}}.memory_items SET status = '{status}', merged_into = %s, updated_at = %s "
                                "WHERE memory_id = %s AND user_id = %s"),
-                        [(d.memory_id, e.time, d.retired_id, e.user) for e, d in rows])
+                        [(d.memory_id, e.time, d.retired_id, e.user, e.time, e.id) for e, d in rows])

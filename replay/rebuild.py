@@ -191,8 +191,11 @@ def rebuild(settings: Settings, projection: str | list[str], *, keys=None, since
                 return report
             t = time.monotonic()
             note("building the shadow's indexes (the longest step after the load on a big namespace)…", progress)
-            built = stores.build_deferred_indexes(shadow, tuple(t for p in projectors if not stores.is_graph(p.name)
-                                                                for t in stores.owned_tables(p)))
+            tables = tuple(t for p in projectors if not stores.is_graph(p.name) for t in stores.owned_tables(p))
+            built = stores.build_deferred_indexes(shadow, tables)
+            # statistics before the swap: a table swapped in without them is planned blind until
+            # autovacuum's analyse comes round (as-of reads joined the wrong way: 19 ms vs 7 ms)
+            stores.analyze_tables(shadow, tables)
             report.index_seconds = time.monotonic() - t
             if built:
                 note(f"built {', '.join(built)} in {report.index_seconds:.1f}s", progress)
@@ -264,14 +267,18 @@ def _seed_postgres(settings: Settings, shadow: Settings, p: Projector, at: dict,
         for table in stores.owned_tables(p):
             if not stores.table_exists(conn, settings.namespace, table):
                 continue
-            cols = [r[0] for r in conn.execute(
-                "SELECT a.attname FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-                "AND a.attname IN (SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
-                "AND NOT attisdropped) ORDER BY a.attnum",
-                (f'"{shadow.namespace}"."{table}"', f'"{settings.namespace}"."{table}"')).fetchall()]
+            found = conn.execute(
+                "SELECT a.attname, a.attidentity <> '' FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 "
+                "AND NOT a.attisdropped AND a.attname IN (SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                "AND attnum > 0 AND NOT attisdropped) ORDER BY a.attnum",
+                (f'"{shadow.namespace}"."{table}"', f'"{settings.namespace}"."{table}"')).fetchall()
+            # an identity column (a version's seq) is numbered afresh by the shadow, in the live order
+            cols = [name for name, identity in found if not identity]
+            order = [name for name, identity in found if identity]
             c = sql.SQL(", ").join(sql.Identifier(x) for x in cols)
-            conn.execute(sql.SQL("INSERT INTO {}.{} ({}) SELECT {} FROM {}.{}").format(
-                shadow_s, sql.Identifier(table), c, c, live_s, sql.Identifier(table)))
+            conn.execute(sql.SQL("INSERT INTO {}.{} ({}) SELECT {} FROM {}.{}{}").format(
+                shadow_s, sql.Identifier(table), c, c, live_s, sql.Identifier(table),
+                sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(sql.Identifier(x) for x in order)) if order else sql.SQL("")))
         rows = [(p.name, t, part, o) for (t, part), o in _lowered(live_positions, at, topics).items()]
         with conn.cursor() as cur:
             cur.executemany(sql.SQL("INSERT INTO {}.projector_positions (projector, topic, partition, next_offset) "

@@ -45,7 +45,8 @@ from projections.runner import Projector, TopicPart
 # exactly one owner, so a projector that adds a table cannot be forgotten here.
 OWNED_TABLES: dict[str, tuple[str, ...]] = {
     "kv-preferences": ("preferences", "preference_history", "preference_erasures"),
-    "pgvector-items": ("memory_items", "memory_links", "memory_item_erasures"),
+    "pgvector-items": ("memory_items", "memory_links", "memory_item_erasures", "memory_item_versions",
+                       "memory_link_versions", "memory_history_gaps"),
     "task-buffers": ("task_buffer_tasks", "task_buffer_steps", "task_buffer_erasures"),
     "session-windows": ("session_messages", "session_window_erasures", "session_summaries", "session_forgets"),
     "audit-index": ("audit_events",),
@@ -142,6 +143,14 @@ def build_deferred_indexes(settings: Settings, tables: tuple[str, ...] | None = 
                     sql.Identifier(s), sql.Identifier(DEFERRED_TABLE)), (index,))
             built.append(index)
     return built
+
+
+def analyze_tables(settings: Settings, tables: tuple[str, ...]) -> None:
+    """ANALYZE each of the namespace's `tables` that exists (fresh planner statistics)."""
+    with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
+        for table in tables:
+            if table_exists(conn, settings.namespace, table):
+                conn.execute(sql.SQL("ANALYZE {}.{}").format(sql.Identifier(settings.namespace), sql.Identifier(table)))
 
 
 def load_pg_positions(conn: psycopg.Connection, schema: str, projector: str) -> dict[TopicPart, int]:
