@@ -17,7 +17,8 @@ def _read(settings: Settings, query: str, params: tuple) -> list[dict]:
     with pg.connect(settings, autocommit=True, role="api") as conn, conn.cursor(row_factory=dict_row) as cur:
         tenant_barrier.apply(conn)
         try:
-            cur.execute(sql.SQL(query).format(s=pg.schema(settings)), params)
+            cur.execute(sql.SQL(query).format(s=pg.schema(settings),
+                                              items=sql.SQL("{}.memory_items").format(pg.schema(settings))), params)
         except psycopg.errors.UndefinedTable:
             return []  # no projector has run in this namespace yet: nothing is known
         return cur.fetchall()
@@ -41,12 +42,20 @@ def preferences_as_of(settings: Settings, user: str, at) -> list[dict]:
     return [{**r, "updated_at": r["updated_at"].isoformat()} for r in rows]
 
 
+def memories_sql(decay_rate: float, at: datetime | None = None) -> str:
+    """The memories list over {items} (the live table, or its past: query/as_of.py); (user, limit)."""
+    return ("SELECT memory_id, content, category, key, value, tags, " + importance_now(decay_rate, at)
+            + " AS importance, status, superseded_by, access_count, created_at "
+            "FROM {items} AS memory_items WHERE user_id = %s ORDER BY created_at, memory_id LIMIT %s")
+
+
+def memory_row(r: dict) -> dict:
+    return {**r, "created_at": r["created_at"].isoformat()}
+
+
 def memories(settings: Settings, user: str, limit: int = 100, at: datetime | None = None) -> list[dict]:
     """The user's memory items in creation order, importance as of `at` (default now)."""
-    rows = _read(settings, "SELECT memory_id, content, category, key, value, tags, " + importance_now(settings.decay_rate, at)
-                 + " AS importance, status, superseded_by, access_count, created_at "
-                           "FROM {s}.memory_items WHERE user_id = %s ORDER BY created_at, memory_id LIMIT %s", (user, limit))
-    return [{**r, "created_at": r["created_at"].isoformat()} for r in rows]
+    return [memory_row(r) for r in _read(settings, memories_sql(settings.decay_rate, at), (user, limit))]
 
 
 def memory_family(settings: Settings, user: str, memory_id: str) -> list[str]:

@@ -21,12 +21,14 @@ def profile(models: ReadModels, user: str, at: datetime | None = None) -> dict:
     """The user's current identity, preferences and policies; importance as of `at` (default now)."""
     with models.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         # importance as of now (decay is a function), ranked by it
-        cur.execute(models.q("SELECT memory_id, content, category, " + importance_now(models.settings.decay_rate, at)
-                             + " AS importance, created_at, key, value FROM {s}.memory_items "
-                             "WHERE user_id = %s AND status = 'active' AND category = ANY(%s) "
-                             "ORDER BY importance DESC, created_at, memory_id"), (user, list(PROFILE_CATEGORIES)))
+        cur.execute(models.statement(models.q(
+            "SELECT memory_id, content, category, " + importance_now(models.settings.decay_rate, at)
+            + " AS importance, created_at, key, value FROM {items} AS memory_items "
+            "WHERE user_id = %s AND status = 'active' AND category = ANY(%s) "
+            "ORDER BY importance DESC, created_at, memory_id")), (user, list(PROFILE_CATEGORIES)))
         mems = cur.fetchall()
-        cur.execute(models.q("SELECT key, value, version FROM {s}.preferences WHERE user_id = %s ORDER BY key"), (user,))
+        cur.execute(models.statement(models.q("SELECT key, value, version FROM {prefs} AS preferences WHERE user_id = %s "
+                                              "ORDER BY key")), (user,))
         prefs = cur.fetchall()
     out: dict = {c: [] for c in PROFILE_CATEGORIES}
     current = {p["key"]: p["value"] for p in prefs}

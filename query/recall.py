@@ -215,6 +215,8 @@ def index_scope(cur, models: ReadModels, user: str) -> sql.Composable:
     partial index's predicate from it; a flagged user then gets the HNSW scan or, where the
     planner finds it cheaper, the exact one, an unflagged user the btree and an exact sort.
     """
+    if getattr(models, "as_of", None) is not None:
+        return sql.SQL("")          # the past (query/as_of.py) is scanned exactly: versions carry no index flag
     cur.execute(models.q("SELECT ann FROM {s}.memory_items WHERE user_id = %s LIMIT 1"), (user,))
     row = cur.fetchone()
     flagged = bool(row and (row["ann"] if isinstance(row, dict) else row[0]))
@@ -235,7 +237,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
     # law 8 (docs/concepts.md#laws): a keyed memory that states another value than its slot's current one is history, never
     # recalled as current, even where no memory.superseded was recorded for it (memories decided
     # before the slot superseded; profile.py applies the same rule) — one primary-key probe a row
-    where = where + models.q(" AND NOT EXISTS (SELECT 1 FROM {s}.preferences p WHERE p.user_id = memory_items.user_id "
+    where = where + models.q(" AND NOT EXISTS (SELECT 1 FROM {prefs} AS p WHERE p.user_id = memory_items.user_id "
                              "AND p.key = memory_items.key AND p.value <> memory_items.value)")
     params["q"] = q
     cols = columns(models.settings.decay_rate, now)
@@ -251,15 +253,15 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         indexed = index_scope(cur, models, req.user)
         # 1. vector search, user-scoped: the partial HNSW index (iterative scan) for a user whose
         #    rows it holds, else (or where the planner prefers it) an exact scan of the user's rows
-        cur.execute(models.q("SELECT " + cols + " FROM {s}.memory_items WHERE ")
-                    + where + indexed + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
+        cur.execute(models.statement(models.q("SELECT " + cols + " FROM {items} AS memory_items WHERE ")
+                    + where + indexed + sql.SQL(" ORDER BY embedding <=> %(q)s LIMIT %(n)s")),
                     {**params, "n": n_candidates}, binary=True)
         rows = {r["memory_id"]: r for r in cur.fetchall()}
         # 2. keyword path: names, numbers and dates that vectors miss (any inflection of a query word)
         keyword: dict[str, float] = {}
         if qterms:
-            cur.execute(models.q("SELECT " + cols + " FROM {s}.memory_items WHERE ") + where + indexed
-                        + sql.SQL(" AND terms && %(terms)s ORDER BY embedding <=> %(q)s LIMIT %(n)s"),
+            cur.execute(models.statement(models.q("SELECT " + cols + " FROM {items} AS memory_items WHERE ") + where + indexed
+                        + sql.SQL(" AND terms && %(terms)s ORDER BY embedding <=> %(q)s LIMIT %(n)s")),
                         {**params, "terms": qterms, "n": KEYWORD_LIMIT}, binary=True)
             found = {r["memory_id"]: r for r in cur.fetchall()}
             keyword = keyword_scores(req.query, {mid: r["terms"] for mid, r in found.items()})
@@ -270,8 +272,9 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
         if windows:
             within = sql.SQL(" OR ").join(sql.SQL("(created_at >= {} AND created_at < {})").format(sql.Literal(a), sql.Literal(b))
                                           for a, b in windows)
-            cur.execute(models.q("SELECT " + cols + " FROM {s}.memory_items WHERE ") + where + indexed + sql.SQL(" AND (")
-                        + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s"), {**params, "n": n_candidates},
+            cur.execute(models.statement(models.q("SELECT " + cols + " FROM {items} AS memory_items WHERE ") + where + indexed
+                        + sql.SQL(" AND (") + within + sql.SQL(") ORDER BY embedding <=> %(q)s LIMIT %(n)s")),
+                        {**params, "n": n_candidates},
                         binary=True)
             for r in cur.fetchall():
                 rows.setdefault(r["memory_id"], r)
@@ -384,10 +387,11 @@ def _expand(cur, models: ReadModels, seeds: list[RecallHit], where: sql.Composab
     """The seeds' FOLLOWS and SIMILAR_TO neighbours (memory_links, kept by the pgvector projector
     from the same memory.linked events as the graph), with the same filters as every other hit:
     a filter is a promise about every result. One statement on recall's own snapshot."""
-    cur.execute(models.q("SELECT l.seed_id, l.kind, i.* FROM (SELECT memory_id AS seed_id, other_id, kind "
-                         "FROM {s}.memory_links WHERE memory_id = ANY(%(seeds)s)) AS l CROSS JOIN LATERAL (SELECT "
-                         + cols + " FROM {s}.memory_items WHERE ") + where
-                + sql.SQL(" AND memory_id = l.other_id) AS i ORDER BY i.memory_id, l.seed_id, l.kind"),
+    cur.execute(models.statement(models.q(
+                    "SELECT l.seed_id, l.kind, i.* FROM (SELECT memory_id AS seed_id, other_id, kind "
+                    "FROM {links} AS memory_links WHERE memory_id = ANY(%(seeds)s)) AS l CROSS JOIN LATERAL (SELECT "
+                    + cols + " FROM {items} AS memory_items WHERE ") + where
+                + sql.SQL(" AND memory_id = l.other_id) AS i ORDER BY i.memory_id, l.seed_id, l.kind")),
                 {**params, "seeds": [h.memory_id for h in seeds]}, binary=True)
     found = cur.fetchall()
     seed_score = {h.memory_id: h.score for h in seeds}

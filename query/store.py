@@ -46,7 +46,15 @@ class ReadModels:
         self._embed_lock = threading.Lock()
 
     def q(self, text: str) -> sql.Composed:
-        return sql.SQL(text).format(s=self.schema)
+        """`text` with {s} the namespace and {items}, {links}, {prefs} the memory items, links and
+        preferences read (here the live tables; as of a time, their past: query/as_of.py)."""
+        return sql.SQL(text).format(s=self.schema, items=sql.SQL("{}.memory_items").format(self.schema),
+                                    links=sql.SQL("{}.memory_links").format(self.schema),
+                                    prefs=sql.SQL("{}.preferences").format(self.schema))
+
+    def statement(self, stmt: sql.Composable) -> sql.Composable:
+        """A statement built from q() pieces, as run (as of a time it carries the pasts it reads)."""
+        return stmt
 
     @cached_property
     def embedder(self):

@@ -1,4 +1,9 @@
-"""The budget of replay-based as-of reads (`as_of` on recall, profile, preferences, memories).
+"""As-of reads (`as_of` on recall, profile, preferences, memories): indexed, or replayed within a budget.
+
+Where the read models' versions hold the whole past (query/as_of.py: history_complete), an as-of
+read is an indexed query like any other read (#26 item 6). A namespace projected before the
+versions existed has a gap until pgvector-items is rebuilt; there the read replays the user's log
+(replay/timetravel.py), and those replays are bounded:
 
 Each one replays the user's history into a throw-away schema and graph generation
 (replay/timetravel.py): seconds of CPU and a schema's DDL per request on a long history, so an
@@ -16,6 +21,14 @@ from typing import Any
 from kernel.errors import TooManyAsOf
 
 _running = 0   # one event loop per process: no lock needed
+
+
+async def read_as_of(backend, indexed: Callable[[], Any], replay: Callable[[], Any]) -> Any:
+    """indexed() where the versions hold the past, else replay() within the replay budget."""
+    from query.as_of import history_complete
+    if await asyncio.to_thread(history_complete, backend.models):
+        return await asyncio.to_thread(indexed)
+    return await replayed(backend.settings, replay)
 
 
 async def replayed(settings, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:

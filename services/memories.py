@@ -1,6 +1,6 @@
 """A user's memories and preferences as lists (the CLI), and browsing them (the console): by
 status with counts, the caller's tenant's users, the memory graph. Reading is not recalling:
-nothing here publishes memory.recalled. `as_of` reads what memory held then (replay/timetravel.py).
+nothing here publishes memory.recalled. `as_of` reads what memory held then (query/as_of.py).
 
 Memories as a resource (the HTTP API's /v1/memories and /v1/users/{user}/memories; issue 25):
 adding them (as turns to extract from, or memory.stated to keep as stated: either way a fact the
@@ -15,7 +15,7 @@ from datetime import datetime
 
 from typing import Any
 
-from services.as_of import replayed
+from services.as_of import read_as_of
 from adapters.privacy.tenants import DEFAULT_TENANT, NotYours, externalize, internal_user
 from services.access import Caller, owned
 from services.read_your_writes import RECALL_READS, wait_for
@@ -33,9 +33,11 @@ async def listed(backend, caller: Caller, user: str, limit: int = 100, as_of: da
     """The user's memory items, oldest first."""
     internal = caller.internal(user)
     if as_of is not None:
+        from query import as_of as past
         from replay.timetravel import memories_as_of
-        return await replayed(backend.settings, memories_as_of, backend.settings, internal, as_of, limit=limit,
-                              keys=backend.client.keys)
+        return await read_as_of(backend, lambda: past.memories(backend.models, internal, as_of, limit),
+                                lambda: memories_as_of(backend.settings, internal, as_of, limit=limit,
+                                                       keys=backend.client.keys))
     return await asyncio.to_thread(queries.memories, backend.settings, internal, limit)
 
 

@@ -1,11 +1,11 @@
 """Profile: who the user is (identity, preferences, policies by category, and the key-value
-preference table), now or as of a past time (replay/timetravel.py)."""
+preference table), now or as of a past time (query/as_of.py)."""
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
 
-from services.as_of import replayed
+from services.as_of import read_as_of
 from services.access import Caller
 from services.read_your_writes import PREFERENCE_READS, PROFILE_READS, wait_for
 from query.profile import profile as current_profile
@@ -13,8 +13,10 @@ from query.profile import profile as current_profile
 
 async def _profile(backend, internal: str, as_of: datetime | None) -> dict:
     if as_of is not None:
+        from query import as_of as past
         from replay.timetravel import profile_as_of
-        return await replayed(backend.settings, profile_as_of, backend.settings, internal, as_of, keys=backend.client.keys)
+        return await read_as_of(backend, lambda: past.profile(backend.models, internal, as_of),
+                                lambda: profile_as_of(backend.settings, internal, as_of, keys=backend.client.keys))
     return await asyncio.to_thread(current_profile, backend.models, internal)
 
 

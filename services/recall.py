@@ -2,7 +2,7 @@
 
 A recall is a use of the memories it returns: one `memory.recalled` per call is published (fire
 and forget: the answer never waits for it), from which the memory processor refreshes their access
-and revives archived ones. Recalling as of a past time (`as_of`, replay/timetravel.py) reads what
+and revives archived ones. Recalling as of a past time (`as_of`, query/as_of.py) reads what
 memory held then; reading the past is not a use, so nothing is published.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from services.as_of import replayed
+from services.as_of import read_as_of
 from services.access import Caller
 from services.read_your_writes import RECALL_READS, wait_for
 from query.recall import RecallRequest, recall as ranked, recalled_event
@@ -28,8 +28,10 @@ async def recall(backend, caller: Caller, user: str, query: str, *, channel: str
     await wait_for(backend, after, RECALL_READS, wait_s, caller)
     req = RecallRequest(internal, query, k, categories, tags, max_age_hours, min_score, expand, filters=filters)
     if as_of is not None:
+        from query import as_of as past
         from replay.timetravel import recall_as_of
-        return await replayed(backend.settings, recall_as_of, backend.models, req, as_of, keys=backend.client.keys)
+        return await read_as_of(backend, lambda: past.recall(backend.models, req, as_of),
+                                lambda: recall_as_of(backend.models, req, as_of, keys=backend.client.keys))
     hits = await asyncio.to_thread(ranked, backend.models, req)
     event = recalled_event(hits, channel)
     if event is not None:

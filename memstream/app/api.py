@@ -77,7 +77,7 @@ IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
 After = Field(None, pattern=TOKEN_PATTERN,
               description="Position token from a publish: wait until it is applied (read your writes).")
 AsOf = Field(None, description="Time travel: answer from what memory held at this time (ISO 8601 with timezone; "
-                               "replayed from the log, see replay/timetravel.py).")
+                               "read from the versions the read models keep, see query/as_of.py).")
 UserParam = Annotated[ApiUserId, Path(description="The user every result is scoped to (1-200 printable characters).")]
 # A category or tag filter: printable like an id (a NUL would reach Postgres as a query parameter).
 Tag = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": ID_PATTERN}),

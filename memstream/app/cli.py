@@ -101,7 +101,7 @@ def cmd_publish(args) -> None:
 
 def cmd_prefs(args) -> None:
     from services import memories
-    as_of = _as_of(args)   # time travel: replay/timetravel.py
+    as_of = _as_of(args)   # time travel: query/as_of.py (the replay where versions have a gap)
     _print(_use(lambda b, op: memories.preference_rows(b, op, args.user, as_of=as_of)), args.json)
 
 

@@ -1,0 +1,107 @@
+"""Reads as of a time, from the versions the read models keep (#26 item 6): indexed, no replay.
+
+`ReadModelsAsOf(live, user, at)` is the live ReadModels whose memory_items, memory_links and
+preferences are, for that user, what they held at `at` (event time):
+- memory_items: per memory, the version with the highest seq valid from `at` or before
+  (projections/memory_history.py);
+- memory_links: per edge, its latest weight linked at `at` or before;
+- preferences: per key, the highest version set at `at` or before (what the projector keeps:
+  only a higher version replaces the current value).
+The query functions (recall, profile, the memories list) read through `{items}`, `{links}` and
+`{prefs}` (query/store.py), so the past is queried by the same code as the present, with `now` =
+`at` for importance and age. The replay of the user's log (replay/timetravel.py) stays as the tool
+that checks it: tests/test_as_of.py asks both on a generated history and requires equal answers.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+from psycopg import sql
+
+from kernel.errors import MemstreamError
+
+
+def items_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
+    # 1. the winning version of each memory, from the index alone ((user_id, memory_id, seq DESC)
+    #    INCLUDE (valid_from)); 2. only those rows read from the heap, by seq. Joined on memory_id
+    #    too, so a query's `memory_id = x` reaches step 1 (recall's expansion reads one memory at a
+    #    time: without it each read recomputed every memory's winner)
+    return sql.SQL("(SELECT v.* FROM {s}.memory_item_versions v JOIN (SELECT DISTINCT ON (memory_id) memory_id, seq "
+                   "FROM {s}.memory_item_versions WHERE user_id = {u} AND valid_from <= {t} ORDER BY memory_id, seq DESC) w "
+                   "ON v.memory_id = w.memory_id AND v.seq = w.seq)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
+
+
+def links_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
+    return sql.SQL("(SELECT DISTINCT ON (memory_id, other_id, kind) memory_id, other_id, kind, user_id, weight "
+                   "FROM {s}.memory_link_versions WHERE user_id = {u} AND valid_from <= {t} "
+                   "ORDER BY memory_id, other_id, kind, seq DESC)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
+
+
+def preferences_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
+    return sql.SQL("(SELECT DISTINCT ON (key) user_id, key, value, version, memory_id, event_id, set_at AS updated_at "
+                   "FROM {s}.preference_history WHERE user_id = {u} AND set_at <= {t} "
+                   "ORDER BY key, version DESC)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
+
+
+class ReadModelsAsOf:
+    """A view of `live` for one user as of `at`; shares its pool, graph driver and embedder."""
+
+    def __init__(self, live, user: str, at: datetime):
+        if at.tzinfo is None:
+            raise MemstreamError("an as-of time needs a timezone, e.g. 2026-01-02T10:00:00+00:00")
+        self.live, self.user, self.as_of = live, user, at
+        self.settings, self.schema, self.pool = live.settings, live.schema, live.pool
+
+    def __getattr__(self, name: str):   # graph, embedder, embed_query …: the live ones
+        return getattr(self.live, name)
+
+    def q(self, text: str) -> sql.Composed:
+        return sql.SQL(text).format(s=self.schema, items=items_as_of(self.schema, self.user, self.as_of),
+                                    links=links_as_of(self.schema, self.user, self.as_of),
+                                    prefs=sql.Identifier("asof_prefs"))
+
+    def statement(self, stmt: sql.Composable) -> sql.Composed:
+        """`stmt` with the preferences then as a materialized CTE (one row per key, computed once):
+        recall reads them in a correlated NOT EXISTS per candidate, which re-sorted the user's whole
+        preference history each time when inline. Memories and links stay inline, where a query's
+        own conditions (a memory id, the seeds) reach their index; a CTE not named is not computed."""
+        return sql.SQL("WITH asof_prefs AS MATERIALIZED {p} ").format(
+            p=preferences_as_of(self.schema, self.user, self.as_of)) + stmt
+
+
+def history_complete(models) -> bool:
+    """Whether the versions hold the whole past (projections/pg.py: memory_history_gaps): a
+    namespace projected before them has a gap until pgvector-items is rebuilt; a namespace no
+    projector has made yet has no versions either (the replay answers it: nothing)."""
+    with models.pool.connection() as conn:
+        try:
+            row = conn.execute(sql.SQL("SELECT NOT EXISTS (SELECT FROM {s}.memory_history_gaps) "
+                                       "AND to_regclass({v}) IS NOT NULL").format(
+                s=models.schema, v=sql.Literal(f'"{models.settings.namespace}"."memory_item_versions"'))).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return False
+    return bool(row and row[0])
+
+
+# -- the as-of reads ----------------------------------------------------------------------------
+
+def recall(models, req, at: datetime) -> list:
+    """recall() over the user's memory as of `at` (age and importance reckoned then)."""
+    from query.recall import recall as ranked
+    return ranked(ReadModelsAsOf(models, req.user, at), req, now=at)
+
+
+def profile(models, user: str, at: datetime) -> dict:
+    from query.profile import profile as current
+    return current(ReadModelsAsOf(models, user, at), user, at=at)
+
+
+def memories(models, user: str, at: datetime, limit: int = 100) -> list[dict]:
+    from psycopg.rows import dict_row
+
+    from projections.queries import memories_sql, memory_row
+    view = ReadModelsAsOf(models, user, at)
+    with view.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(view.statement(view.q(memories_sql(models.settings.decay_rate, at))), (user, limit))
+        return [memory_row(r) for r in cur.fetchall()]
