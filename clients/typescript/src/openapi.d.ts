@@ -1004,7 +1004,7 @@ export interface components {
             after?: string | null;
             /**
              * As Of
-             * @description Time travel: answer from what memory held at this time (ISO 8601 with timezone; replayed from the log, see replay/timetravel.py).
+             * @description Time travel: answer from what memory held at this time (ISO 8601 with timezone; read from the versions the read models keep, see query/as_of.py).
              */
             as_of?: string | null;
             /**
@@ -3216,7 +3216,7 @@ export interface operations {
             query?: {
                 /** @description Position token from a publish: wait until it is applied (read your writes). */
                 after?: string | null;
-                /** @description Time travel: answer from what memory held at this time (ISO 8601 with timezone; replayed from the log, see replay/timetravel.py). */
+                /** @description Time travel: answer from what memory held at this time (ISO 8601 with timezone; read from the versions the read models keep, see query/as_of.py). */
                 as_of?: string | null;
                 /** @description Most seconds to wait for `after` (at most 30). */
                 wait_s?: number;
@@ -3311,7 +3311,7 @@ export interface operations {
             query?: {
                 /** @description Position token from a publish: wait until it is applied (read your writes). */
                 after?: string | null;
-                /** @description Time travel: answer from what memory held at this time (ISO 8601 with timezone; replayed from the log, see replay/timetravel.py). */
+                /** @description Time travel: answer from what memory held at this time (ISO 8601 with timezone; read from the versions the read models keep, see query/as_of.py). */
                 as_of?: string | null;
                 /** @description Most seconds to wait for `after` (at most 30). */
                 wait_s?: number;
