@@ -14,7 +14,7 @@ that checks it: tests/test_as_of.py asks both on a generated history and require
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import psycopg
 from psycopg import sql
@@ -39,9 +39,20 @@ def links_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed
 
 
 def preferences_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
+    # key DESC, version DESC: the primary key (user_id, key, version) read backwards, without a sort
     return sql.SQL("(SELECT DISTINCT ON (key) user_id, key, value, version, memory_id, event_id, set_at AS updated_at "
                    "FROM {s}.preference_history WHERE user_id = {u} AND set_at <= {t} "
-                   "ORDER BY key, version DESC)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
+                   "ORDER BY key DESC, version DESC)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
+
+
+def _utc(at: datetime) -> datetime:
+    """`at` in UTC: it is written into SQL as a literal, and Postgres refuses an offset Python
+    accepts (-17:03, found by schemathesis); a time whose UTC form falls outside years 1-9999 holds
+    nothing and everything that is kept, respectively."""
+    try:
+        return at.astimezone(timezone.utc)
+    except OverflowError:
+        return (datetime.min if at.year == 1 else datetime.max).replace(tzinfo=timezone.utc)
 
 
 class ReadModelsAsOf:
@@ -50,7 +61,7 @@ class ReadModelsAsOf:
     def __init__(self, live, user: str, at: datetime):
         if at.tzinfo is None:
             raise MemstreamError("an as-of time needs a timezone, e.g. 2026-01-02T10:00:00+00:00")
-        self.live, self.user, self.as_of = live, user, at
+        self.live, self.user, self.as_of = live, user, _utc(at)
         self.settings, self.schema, self.pool = live.settings, live.schema, live.pool
 
     def __getattr__(self, name: str):   # graph, embedder, embed_query …: the live ones
@@ -89,12 +100,14 @@ def history_complete(models) -> bool:
 def recall(models, req, at: datetime) -> list:
     """recall() over the user's memory as of `at` (age and importance reckoned then)."""
     from query.recall import recall as ranked
-    return ranked(ReadModelsAsOf(models, req.user, at), req, now=at)
+    view = ReadModelsAsOf(models, req.user, at)
+    return ranked(view, req, now=view.as_of)
 
 
 def profile(models, user: str, at: datetime) -> dict:
     from query.profile import profile as current
-    return current(ReadModelsAsOf(models, user, at), user, at=at)
+    view = ReadModelsAsOf(models, user, at)
+    return current(view, user, at=view.as_of)
 
 
 def memories(models, user: str, at: datetime, limit: int = 100) -> list[dict]:
@@ -103,5 +116,5 @@ def memories(models, user: str, at: datetime, limit: int = 100) -> list[dict]:
     from projections.queries import memories_sql, memory_row
     view = ReadModelsAsOf(models, user, at)
     with view.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(view.statement(view.q(memories_sql(models.settings.decay_rate, at))), (user, limit))
+        cur.execute(view.statement(view.q(memories_sql(models.settings.decay_rate, view.as_of))), (user, limit))
         return [memory_row(r) for r in cur.fetchall()]

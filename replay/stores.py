@@ -145,12 +145,14 @@ def build_deferred_indexes(settings: Settings, tables: tuple[str, ...] | None = 
     return built
 
 
-def analyze_tables(settings: Settings, tables: tuple[str, ...]) -> None:
-    """ANALYZE each of the namespace's `tables` that exists (fresh planner statistics)."""
+def vacuum_analyze(settings: Settings, tables: tuple[str, ...]) -> None:
+    """VACUUM (ANALYZE) each of the namespace's `tables` that exists: planner statistics, and the
+    visibility map that lets an index-only scan skip the heap (a bulk-loaded table has neither
+    until autovacuum comes round)."""
     with psycopg.connect(settings.pg_dsn(), autocommit=True) as conn:
         for table in tables:
             if table_exists(conn, settings.namespace, table):
-                conn.execute(sql.SQL("ANALYZE {}.{}").format(sql.Identifier(settings.namespace), sql.Identifier(table)))
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}.{}").format(sql.Identifier(settings.namespace), sql.Identifier(table)))
 
 
 def load_pg_positions(conn: psycopg.Connection, schema: str, projector: str) -> dict[TopicPart, int]:

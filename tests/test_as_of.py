@@ -8,7 +8,7 @@ up to that time answers (replay/timetravel.py): the profile, the memories list a
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
 from psycopg import sql
@@ -89,6 +89,10 @@ def test_indexed_as_of_answers_equal_the_replay_at_every_boundary(settings, clie
         assert past.profile(models, user, before_move)["preferences"]["location"]["value"] == "Paris"
         assert profile_now(models, user)["preferences"]["location"]["value"] == "Lisbon"
         assert past.memories(models, user, START - timedelta(days=1)) == []
+        # any offset Python accepts, though Postgres refuses some (-17:03) in a literal
+        odd = timezone(-timedelta(hours=17, minutes=3))
+        assert past.profile(models, user, before_move.astimezone(odd)) == past.profile(models, user, before_move)
+        assert past.memories(models, user, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))) == []
     finally:
         models.close()
 
