@@ -32,26 +32,13 @@ USER = "asof-0"
 def generate(settings, keys, n: int, end: datetime) -> int:
     """The user's n decision events, a minute apart up to `end`, in the bench namespace's memory topic
     (kept and reused when it already holds them)."""
-    from confluent_kafka import Consumer, TopicPartition
-
+    from bench.namespaces import records_in
     from bench.synthetic import iter_decided_events
     from adapters.bus import EventProducer, ensure_topics
-    from adapters.kafka_auth import ADMIN, kafka_config
+    from adapters.kafka_auth import ADMIN
     from schemas.codec import encode
     ensure_topics(settings)
-    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-probe"})
-    try:
-        for attempt in range(100):   # a topic just created has no leader for a moment
-            try:
-                have = sum(c.get_watermark_offsets(TopicPartition(settings.topic("memory"), p), timeout=30)[1]
-                           for p in range(settings.partitions))
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.2)
-    finally:
-        c.close()
+    have = records_in(settings, settings.topic("memory"))
     if have >= n:
         return have
     if have:

@@ -10,6 +10,7 @@ every namespace on the stack; `memstream namespace drop NS --yes` removes one wh
 from __future__ import annotations
 
 import argparse
+import time
 import uuid
 
 
@@ -38,3 +39,25 @@ def finish(settings, keep: bool) -> None:
     fp = drop(settings, settings.namespace, force=True)
     print(f"namespace {settings.namespace} dropped ({len(fp.topics)} topics, {len(fp.schemas)} schemas, "
           f"{fp.graph_nodes:,} graph nodes; --keep keeps it)")
+
+
+def records_in(settings, topic: str, attempts: int = 50) -> int:
+    """Records in `topic` (the sum of its partitions' high watermarks), waiting out the moment a
+    topic just created has no leader."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from adapters.kafka_auth import ADMIN, kafka_config
+    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-probe"})
+
+    def count() -> int:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in c.list_topics(topic, timeout=10).topics[topic].partitions)
+    try:
+        for _ in range(attempts - 1):
+            try:
+                return count()
+            except Exception:
+                time.sleep(0.2)
+        return count()
+    finally:
+        c.close()

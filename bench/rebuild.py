@@ -23,29 +23,18 @@ import sys
 import time
 
 import orjson
-from adapters.kafka_auth import ADMIN, kafka_config
+from adapters.kafka_auth import ADMIN
 
 
 def generate(settings, keys, n: int) -> int:
     """Append synthetic events until the memory topic holds n records; returns how many it holds."""
-    from confluent_kafka import Consumer, TopicPartition
-
+    from bench.namespaces import records_in
     from bench.synthetic import iter_decided_events
     from adapters.bus import EventProducer, ensure_topics
     from schemas.codec import encode
     ensure_topics(settings)
     topic = settings.topic("memory")
-    c = Consumer({**kafka_config(settings, ADMIN), "group.id": "bench-probe"})
-    for attempt in range(50):   # a topic just created has no leader for a moment
-        try:
-            have = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                       for p in c.list_topics(topic, timeout=10).topics[topic].partitions)
-            break
-        except Exception:
-            if attempt == 49:
-                raise
-            time.sleep(0.2)
-    c.close()
+    have = records_in(settings, topic)
     if have >= n:
         return have
     if have:

@@ -54,3 +54,32 @@ def link_versions(schema: sql.Identifier) -> sql.Composed:
         "SELECT a, b, c, d, e, f, g FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::real[], %s::timestamptz[], %s::text[]) "
         "WITH ORDINALITY AS x(a, b, c, d, e, f, g, n) ORDER BY n "
         "ON CONFLICT (memory_id, other_id, kind, change_id) DO NOTHING").format(s=schema)
+
+
+# -- reading them: the read models as they stood at a time (query/as_of.py) ----------------------
+
+def items_as_of(schema: sql.Identifier, user: sql.Composable, at: sql.Composable) -> sql.Composed:
+    """memory_items as they stood at `at` for `user` (a literal or a placeholder each)."""
+    # 1. the winning version of each memory, from the index alone ((user_id, memory_id, seq DESC)
+    #    INCLUDE (valid_from)); 2. only those rows read from the heap, by seq. Joined on memory_id
+    #    too, so a query's `memory_id = x` reaches step 1 (recall's expansion reads one memory at a
+    #    time: without it each read recomputed every memory's winner)
+    return sql.SQL("(SELECT v.* FROM {s}.memory_item_versions v JOIN (SELECT DISTINCT ON (memory_id) memory_id, seq "
+                   "FROM {s}.memory_item_versions WHERE user_id = {u} AND valid_from <= {t} ORDER BY memory_id, seq DESC) w "
+                   "ON v.memory_id = w.memory_id AND v.seq = w.seq)").format(s=schema, u=user, t=at)
+
+
+def links_as_of(schema: sql.Identifier, user: sql.Composable, at: sql.Composable) -> sql.Composed:
+    """memory_links as they stood at `at`: per edge its latest weight."""
+    return sql.SQL("(SELECT DISTINCT ON (memory_id, other_id, kind) memory_id, other_id, kind, user_id, weight "
+                   "FROM {s}.memory_link_versions WHERE user_id = {u} AND valid_from <= {t} "
+                   "ORDER BY memory_id, other_id, kind, seq DESC)").format(s=schema, u=user, t=at)
+
+
+def preferences_as_of(schema: sql.Identifier, user: sql.Composable, at: sql.Composable) -> sql.Composed:
+    """preferences as they stood at `at`: per key the highest version set by then (what the
+    projector keeps: only a higher version replaces the current value)."""
+    # key DESC, version DESC: the primary key (user_id, key, version) read backwards, without a sort
+    return sql.SQL("(SELECT DISTINCT ON (key) user_id, key, value, version, memory_id, event_id, set_at AS updated_at "
+                   "FROM {s}.preference_history WHERE user_id = {u} AND set_at <= {t} "
+                   "ORDER BY key DESC, version DESC)").format(s=schema, u=user, t=at)

@@ -11,14 +11,17 @@ from kernel.config import Settings
 from adapters.privacy import tenant_barrier
 from projections import pg
 from projections.importance import importance_now
+from projections import memory_history
 
 
-def _read(settings: Settings, query: str, params: tuple) -> list[dict]:
+def _read(settings: Settings, query: str | sql.Composable, params: tuple) -> list[dict]:
+    """`query`'s rows; a str has {s} (the namespace) and {items} (memory_items) filled in."""
+    s = pg.schema(settings)
+    stmt = sql.SQL(query).format(s=s, items=sql.SQL("{}.memory_items").format(s)) if isinstance(query, str) else query
     with pg.connect(settings, autocommit=True, role="api") as conn, conn.cursor(row_factory=dict_row) as cur:
         tenant_barrier.apply(conn)
         try:
-            cur.execute(sql.SQL(query).format(s=pg.schema(settings),
-                                              items=sql.SQL("{}.memory_items").format(pg.schema(settings))), params)
+            cur.execute(stmt, params)
         except psycopg.errors.UndefinedTable:
             return []  # no projector has run in this namespace yet: nothing is known
         return cur.fetchall()
@@ -36,9 +39,9 @@ def preferences_as_of(settings: Settings, user: str, at) -> list[dict]:
     preferences projector holds (replay/timetravel.py; tests/test_time_travel.py compares the two),
     in one indexed read: versions only rise, forgetting and erasure delete history rows as they
     delete the audit rows that replay reads."""
-    rows = _read(settings, "SELECT DISTINCT ON (key) key, value, version, event_id, memory_id, set_at AS updated_at "
-                           "FROM {s}.preference_history WHERE user_id = %s AND set_at <= %s "
-                           "ORDER BY key, version DESC", (user, at))
+    then = memory_history.preferences_as_of(pg.schema(settings), sql.SQL("%s"), sql.SQL("%s"))
+    rows = _read(settings, sql.SQL("SELECT key, value, version, event_id, memory_id, updated_at FROM {} AS p "
+                                   "ORDER BY key").format(then), (user, at))
     return [{**r, "updated_at": r["updated_at"].isoformat()} for r in rows]
 
 

@@ -2,11 +2,11 @@
 
 `ReadModelsAsOf(live, user, at)` is the live ReadModels whose memory_items, memory_links and
 preferences are, for that user, what they held at `at` (event time):
-- memory_items: per memory, the version with the highest seq valid from `at` or before
-  (projections/memory_history.py);
+- memory_items: per memory, the version with the highest seq valid from `at` or before;
 - memory_links: per edge, its latest weight linked at `at` or before;
 - preferences: per key, the highest version set at `at` or before (what the projector keeps:
   only a higher version replaces the current value).
+(The three subqueries are projections/memory_history.py's, beside the code that writes the versions.)
 The query functions (recall, profile, the memories list) read through `{items}`, `{links}` and
 `{prefs}` (query/store.py), so the past is queried by the same code as the present, with `now` =
 `at` for importance and age. The replay of the user's log (replay/timetravel.py) stays as the tool
@@ -20,29 +20,7 @@ import psycopg
 from psycopg import sql
 
 from kernel.errors import MemstreamError
-
-
-def items_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
-    # 1. the winning version of each memory, from the index alone ((user_id, memory_id, seq DESC)
-    #    INCLUDE (valid_from)); 2. only those rows read from the heap, by seq. Joined on memory_id
-    #    too, so a query's `memory_id = x` reaches step 1 (recall's expansion reads one memory at a
-    #    time: without it each read recomputed every memory's winner)
-    return sql.SQL("(SELECT v.* FROM {s}.memory_item_versions v JOIN (SELECT DISTINCT ON (memory_id) memory_id, seq "
-                   "FROM {s}.memory_item_versions WHERE user_id = {u} AND valid_from <= {t} ORDER BY memory_id, seq DESC) w "
-                   "ON v.memory_id = w.memory_id AND v.seq = w.seq)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
-
-
-def links_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
-    return sql.SQL("(SELECT DISTINCT ON (memory_id, other_id, kind) memory_id, other_id, kind, user_id, weight "
-                   "FROM {s}.memory_link_versions WHERE user_id = {u} AND valid_from <= {t} "
-                   "ORDER BY memory_id, other_id, kind, seq DESC)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
-
-
-def preferences_as_of(schema: sql.Identifier, user: str, at: datetime) -> sql.Composed:
-    # key DESC, version DESC: the primary key (user_id, key, version) read backwards, without a sort
-    return sql.SQL("(SELECT DISTINCT ON (key) user_id, key, value, version, memory_id, event_id, set_at AS updated_at "
-                   "FROM {s}.preference_history WHERE user_id = {u} AND set_at <= {t} "
-                   "ORDER BY key DESC, version DESC)").format(s=schema, u=sql.Literal(user), t=sql.Literal(at))
+from projections.memory_history import items_as_of, links_as_of, preferences_as_of
 
 
 def _utc(at: datetime) -> datetime:
@@ -68,9 +46,9 @@ class ReadModelsAsOf:
         return getattr(self.live, name)
 
     def q(self, text: str) -> sql.Composed:
-        return sql.SQL(text).format(s=self.schema, items=items_as_of(self.schema, self.user, self.as_of),
-                                    links=links_as_of(self.schema, self.user, self.as_of),
-                                    prefs=sql.Identifier("asof_prefs"))
+        u, t = sql.Literal(self.user), sql.Literal(self.as_of)
+        return sql.SQL(text).format(s=self.schema, items=items_as_of(self.schema, u, t),
+                                    links=links_as_of(self.schema, u, t), prefs=sql.Identifier("asof_prefs"))
 
     def statement(self, stmt: sql.Composable) -> sql.Composed:
         """`stmt` with the preferences then as a materialized CTE (one row per key, computed once):
@@ -78,7 +56,7 @@ class ReadModelsAsOf:
         preference history each time when inline. Memories and links stay inline, where a query's
         own conditions (a memory id, the seeds) reach their index; a CTE not named is not computed."""
         return sql.SQL("WITH asof_prefs AS MATERIALIZED {p} ").format(
-            p=preferences_as_of(self.schema, self.user, self.as_of)) + stmt
+            p=preferences_as_of(self.schema, sql.Literal(self.user), sql.Literal(self.as_of))) + stmt
 
 
 def history_complete(models) -> bool:

@@ -215,7 +215,7 @@ def index_scope(cur, models: ReadModels, user: str) -> sql.Composable:
     partial index's predicate from it; a flagged user then gets the HNSW scan or, where the
     planner finds it cheaper, the exact one, an unflagged user the btree and an exact sort.
     """
-    if getattr(models, "as_of", None) is not None:
+    if models.as_of is not None:
         return sql.SQL("")          # the past (query/as_of.py) is scanned exactly: versions carry no index flag
     cur.execute(models.q("SELECT ann FROM {s}.memory_items WHERE user_id = %s LIMIT 1"), (user,))
     row = cur.fetchone()

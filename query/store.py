@@ -37,6 +37,8 @@ class _TenantBoundPool(ConnectionPool):
 
 
 class ReadModels:
+    as_of = None   # the present (query/as_of.py's view sets a time)
+
     def __init__(self, settings: Settings, pool_size: int = 8):
         self.settings = settings
         self.schema = sql.Identifier(settings.namespace)
