@@ -33,6 +33,7 @@ VERSIONED_COLUMNS = (
 
 _COLS = sql.SQL(", ").join(sql.Identifier(c) for c in VERSIONED_COLUMNS)
 _PARAM = sql.SQL("%s")
+_V_COLS = sql.SQL(", ").join(sql.SQL("v.{}").format(sql.Identifier(c)) for c in VERSIONED_COLUMNS if c != "status")
 
 
 def versioned(schema: sql.Identifier, change: sql.Composable, *, valid_from: sql.Composable = _PARAM,
@@ -61,12 +62,15 @@ def link_versions(schema: sql.Identifier) -> sql.Composed:
 def items_as_of(schema: sql.Identifier, user: sql.Composable, at: sql.Composable) -> sql.Composed:
     """memory_items as they stood at `at` for `user` (a literal or a placeholder each)."""
     # 1. the winning version of each memory, from the index alone ((user_id, memory_id, seq DESC)
-    #    INCLUDE (valid_from)); 2. only those rows read from the heap, by seq. Joined on memory_id
-    #    too, so a query's `memory_id = x` reaches step 1 (recall's expansion reads one memory at a
-    #    time: without it each read recomputed every memory's winner)
-    return sql.SQL("(SELECT v.* FROM {s}.memory_item_versions v JOIN (SELECT DISTINCT ON (memory_id) memory_id, seq "
+    #    INCLUDE (valid_from, status)); 2. only those rows read from the heap, by seq. The status is
+    #    the winner's (w.status), so a read's `status = ANY(…)` filters the winners before the heap:
+    #    most winners are superseded or merged, and fetching them was half a recall statement's time.
+    #    Joined on memory_id too, so a query's `memory_id = x` reaches step 1 (recall's expansion
+    #    reads one memory at a time: without it each read recomputed every memory's winner)
+    return sql.SQL("(SELECT v.seq, v.valid_from, v.change_id, w.status, {cols} FROM {s}.memory_item_versions v "
+                   "JOIN (SELECT DISTINCT ON (memory_id) memory_id, seq, status "
                    "FROM {s}.memory_item_versions WHERE user_id = {u} AND valid_from <= {t} ORDER BY memory_id, seq DESC) w "
-                   "ON v.memory_id = w.memory_id AND v.seq = w.seq)").format(s=schema, u=user, t=at)
+                   "ON v.memory_id = w.memory_id AND v.seq = w.seq)").format(s=schema, u=user, t=at, cols=_V_COLS)
 
 
 def links_as_of(schema: sql.Identifier, user: sql.Composable, at: sql.Composable) -> sql.Composed:

@@ -139,7 +139,10 @@ CREATE TABLE IF NOT EXISTS {s}.memory_item_versions (
     metadata      jsonb,
     UNIQUE (memory_id, change_id)
 );
-CREATE INDEX IF NOT EXISTS memory_item_versions_as_of ON {s}.memory_item_versions (user_id, memory_id, seq DESC) INCLUDE (valid_from);
+-- The winners as of a time from the index alone: each memory's latest version by then, with its
+-- status, so only the winners a read keeps (active ones, mostly) are fetched from the heap.
+DROP INDEX IF EXISTS {s}.memory_item_versions_as_of;
+CREATE INDEX IF NOT EXISTS memory_item_versions_winners ON {s}.memory_item_versions (user_id, memory_id, seq DESC) INCLUDE (valid_from, status);
 CREATE TABLE IF NOT EXISTS {s}.memory_link_versions (
     seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     valid_from timestamptz NOT NULL,

@@ -50,11 +50,19 @@ class ReadModelsAsOf:
         return sql.SQL(text).format(s=self.schema, items=items_as_of(self.schema, u, t),
                                     links=links_as_of(self.schema, u, t), prefs=sql.Identifier("asof_prefs"))
 
+    def slot_moved_on(self, row: str) -> sql.Composable:
+        """The slot's value then: its highest version set by `at`, one backward probe of
+        preference_history's primary key (user_id, key, version) a row, whatever the planner
+        believes of the table (its estimates under the tenant policy are far off, and a join against
+        the per-key winners came out as a nested loop over the whole history: seconds)."""
+        return sql.SQL("COALESCE((SELECT h.value FROM {s}.preference_history h WHERE h.user_id = {r}.user_id "
+                       "AND h.key = {r}.key AND h.set_at <= {t} ORDER BY h.version DESC LIMIT 1) <> {r}.value, false)").format(
+            s=self.schema, r=sql.Identifier(row), t=sql.Literal(self.as_of))
+
     def statement(self, stmt: sql.Composable) -> sql.Composed:
-        """`stmt` with the preferences then as a materialized CTE (one row per key, computed once):
-        recall reads them in a correlated NOT EXISTS per candidate, which re-sorted the user's whole
-        preference history each time when inline. Memories and links stay inline, where a query's
-        own conditions (a memory id, the seeds) reach their index; a CTE not named is not computed."""
+        """`stmt` with the preferences then as a materialized CTE (one row per key, computed once, for
+        the profile, which reads them all). Memories and links stay inline, where a query's own
+        conditions (a memory id, the seeds) reach their index; a CTE not named is not computed."""
         return sql.SQL("WITH asof_prefs AS MATERIALIZED {p} ").format(
             p=preferences_as_of(self.schema, sql.Literal(self.user), sql.Literal(self.as_of))) + stmt
 

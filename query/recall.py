@@ -237,8 +237,7 @@ def recall(models: ReadModels, req: RecallRequest, weights: Weights | None = Non
     # law 8 (docs/concepts.md#laws): a keyed memory that states another value than its slot's current one is history, never
     # recalled as current, even where no memory.superseded was recorded for it (memories decided
     # before the slot superseded; profile.py applies the same rule) — one primary-key probe a row
-    where = where + models.q(" AND NOT EXISTS (SELECT 1 FROM {prefs} AS p WHERE p.user_id = memory_items.user_id "
-                             "AND p.key = memory_items.key AND p.value <> memory_items.value)")
+    where = where + sql.SQL(" AND NOT ") + models.slot_moved_on("memory_items")
     params["q"] = q
     cols = columns(models.settings.decay_rate, now)
     n_candidates = max(req.k * 4, w.candidates)

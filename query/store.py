@@ -54,6 +54,12 @@ class ReadModels:
                                     links=sql.SQL("{}.memory_links").format(self.schema),
                                     prefs=sql.SQL("{}.preferences").format(self.schema))
 
+    def slot_moved_on(self, row: str) -> sql.Composable:
+        """True where the keyed memory `row` (an alias in the query) states another value than its
+        slot's current one (law 8, docs/concepts.md#laws): one primary-key probe of preferences a row."""
+        return sql.SQL("EXISTS (SELECT 1 FROM {s}.preferences p WHERE p.user_id = {r}.user_id AND p.key = {r}.key "
+                       "AND p.value <> {r}.value)").format(s=self.schema, r=sql.Identifier(row))
+
     def statement(self, stmt: sql.Composable) -> sql.Composable:
         """A statement built from q() pieces, as run (as of a time it carries the pasts it reads)."""
         return stmt
