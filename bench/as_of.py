@@ -1,6 +1,6 @@
 """As-of reads for a user with a long history: indexed (query/as_of.py) against the replay.
 
-    .venv/bin/python -m bench.as_of [--events 10000] [--reads 60] [--replays 3] [--namespace benchasof]
+    .venv/bin/python -m bench.as_of [--events 10000] [--reads 200] [--replays 3] [--namespace benchasof]
 
 One user's memory topic of N decision events (bench/synthetic.py: the real decide() over synthetic
 facts: creates, reinforcements, links, supersessions, preference versions), their event times
@@ -61,7 +61,7 @@ def pct(xs: list[float], p: float) -> float:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=10_000)
-    ap.add_argument("--reads", type=int, default=60, help="as-of reads of each kind through the versions")
+    ap.add_argument("--reads", type=int, default=200, help="as-of reads of each kind through the versions")
     ap.add_argument("--replays", type=int, default=3, help="as-of profiles through the replay")
     ap.add_argument("--namespace", default=None, help="default: benchasof<events>")
     args = ap.parse_args(argv)
