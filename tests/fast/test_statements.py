@@ -344,9 +344,21 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
     ("I finally finished my novel. This has been great for my mental health.",
      ["User finally finished their novel. This has been great for User's mental health"]),
     # nothing in the turn names it (it points into the other speaker's turn): kept as said. Not
-    # storing it lost evidence (LoCoMo from turns: R@10 62.3 → 60.7); resolving it from the other
-    # speaker's turn is not done yet
+    # storing it lost evidence (LoCoMo from turns: R@10 62.3 → 60.7); what the other speaker's turn
+    # asked or remarked goes with it (tests/fast/test_reply_context.py)
     ("Thanks, Melanie! It brings me so much happiness.", ["It brings User so much happiness"]),
+    # the sentence before kept nothing (it is not about the user) but names what it leans on: it
+    # goes in first, as said
+    ("Thanks! That picture is from MinaLima. They created all the props for the Harry Potter films, and I love their work.",
+     ["That picture is from MinaLima. They created all the props for the Harry Potter films, and User loves their work"]),
+    ("Star Wars. It's my favorite and never gets old!", ["Star Wars. It's User's favorite and never gets old"]),
+    ("Her name is Shadow. She's full of energy and always puts a smile on my face.",
+     ["Her name is Shadow. She's full of energy and always puts a smile on User's face"]),
+    # … but not thanks, praise of the other's words, or words to the other speaker by name
+    ("Appreciate the support. It's new to me but I'm excited to get started.",
+     ["It's new to User but User is excited to get started"]),
+    ("That's sweet, Mel. Those milestones are great reminders of how special my bonds are.",
+     ["Those milestones are great reminders of how special User's bonds are"]),
     # an aside about the antecedent, then a statement of its own: the statement stays
     ("Yeah! It was tough, but I finished my first marathon.", ["User finished their first marathon"]),
     # a dummy "it" or a demonstrative with its noun says what it is about
