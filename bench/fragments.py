@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.locomo import DEFAULT_DATA, load_turns
 from domain.extraction import extract_facts
-from domain.reply_context import reply_question
+from domain.reply_context import reply_pointer
 from domain.text import STOP
 
 _W = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -110,7 +110,7 @@ def memories(path: Path, context: bool = True) -> list[tuple[str, str, str, str]
         for t in turns:
             if t.session != last_session:
                 last_other, last_session = None, t.session
-            for d in extract_facts(t.text, at=t.time, reply_to=reply_question(last_other) if context else None):
+            for d in extract_facts(t.text, at=t.time, reply_to=reply_pointer(last_other) if context else None):
                 out.append((cid, t.dia_id, t.text, d.content))
             last_other = t.text        # the next turn's speaker reads this one as the other's previous turn
     return out

@@ -36,7 +36,7 @@ import orjson
 import yaml
 
 from domain.extraction import extract_facts
-from domain.reply_context import reply_question
+from domain.reply_context import reply_pointer
 from domain.memory_rules import decide
 from domain.memory_state import Rules, UserState
 from kernel.ids import derived_id, uuid7
@@ -101,7 +101,7 @@ def simulate(scenario: dict, embed=None, rules: Rules | None = None) -> Outcome:
     asked: str | None = None       # the question of the assistant's last turn, as the extractor keeps it
     for turn in scenario["turns"]:
         if turn.get("role", "user") == "assistant":
-            asked = reply_question(turn["text"])
+            asked = reply_pointer(turn["text"])
         if turn.get("role", "user") != "user":
             continue
         at = _time(turn["at"])

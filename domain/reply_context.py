@@ -13,13 +13,21 @@ answers, in the user's frame — "It's helped User a lot with strength and flexi
 to: How's it going with yoga? Has User noticed any improvements?)". The question names the
 referent often enough, and it also carries the words a later question is likely to use.
 
-Pure functions: `reply_question` reads the other speaker's turn once (the extractor keeps its
-result, never the turn), `points_back` says whether a third-person statement needs it, and
-`with_reply` writes it in before a trailing resolved date.
+When the other speaker asked nothing, the reply's "it" most often leans on what they remarked
+("Color-coding is a great way to track your progress!" → "It keeps User going"): their first
+sentence that names something stands in for the question (`reply_remark`), never their talk
+(thanks, praise of what they heard, words to the user by name) and never what they say of
+themselves (their "I" is not the user).
+
+Pure functions: `reply_pointer` reads the other speaker's turn once (its question, else its
+remark; the extractor keeps the result, never the turn), `points_back` says whether a
+third-person statement needs it, and `with_reply` writes it in before a trailing resolved date.
 """
 from __future__ import annotations
 
 import re
+
+from domain.text import STOP, tokens
 
 MAX_QUESTION_CHARS = 160   # a question longer than this is a paragraph, not a pointer
 MAX_QUESTIONS = 2          # the last two questions of the turn (the referent is often in the first)
@@ -77,6 +85,48 @@ def reply_question(other_turn: str | None) -> str | None:
         if len(kept) == MAX_QUESTIONS:
             break
     return " ".join(reversed(kept)) or None
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!]*")
+# What the other speaker says that is talk, not a topic: praise of what they heard, thanks, wishes
+_REMARK_FILLER = re.compile(r"(?i)\b(?:to hear|sounds?|sounded|congrat\w*|glad|happy for|proud of|keep (?:it|that) up|"
+                            r"good luck|take care|thanks|thank you|no worries|you got this|hang in there|"
+                            r"love (?:that|this|it)|i bet)\b")
+MIN_REMARK_WORDS = 4
+# A remark needs this many words that name something: praise and intensifiers name nothing
+# ("That's a great pic!", "Such a special moment", "It must be really awesome!")
+MIN_REMARK_NAMING_WORDS = 2
+_PRAISE = frozenset("great awesome amazing cool nice sweet beautiful incredible breathtaking special kind best good fun "
+                    "wonderful lovely cute adorable fantastic gorgeous stunning impressive inspiring touching "
+                    "really so such must totally super very pretty way go looks look seems what how that's it's "
+                    "must've user user's aw aww wow dang oh yeah yes".split())
+_VOCATIVE = re.compile(r"(?:^|,\s*)[A-Z][a-z]+(?:\s*[,!.]|$)|\b[A-Z][a-z]+!$")
+
+
+def reply_remark(other_turn: str | None) -> str | None:
+    """When the other speaker asked nothing, what they spoke of: their first sentence that names
+    something, in the user's frame ("That themed tree looks amazing!", "Running can really boost
+    User's mood"), for a reply whose "it" or "that" leans on it. None: only talk (thanks, praise of
+    what they heard), only sentences about themselves (their "I" is not the user), or nothing."""
+    if not other_turn:
+        return None
+    for sentence in _SENTENCE.findall(other_turn[:4000]):
+        s = _LEAD.sub("", sentence.strip()).strip()
+        if (len(s.split()) < MIN_REMARK_WORDS or len(s) > MAX_QUESTION_CHARS or _SPEAKER_FIRST.search(s)
+                or _REMARK_FILLER.search(s) or _VOCATIVE.search(s)):
+            continue
+        naming = [w for w in tokens(s) if w not in STOP and w not in _PRAISE]
+        if len(naming) < MIN_REMARK_NAMING_WORDS:
+            continue
+        for pattern, repl in _SECOND:
+            s = pattern.sub(repl, s)
+        return s[0].upper() + s[1:].rstrip(".")
+    return None
+
+
+def reply_pointer(other_turn: str | None) -> str | None:
+    """What a reply to `other_turn` may lean on: its question(s) if it asks, else its remark."""
+    return reply_question(other_turn) or reply_remark(other_turn)
 
 
 def points_back(content: str) -> bool:

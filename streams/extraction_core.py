@@ -28,7 +28,7 @@ from domain.classification import classify
 from domain.entities import RelationDraft
 from domain.extraction import FactDraft, extract_facts, extract_rules
 from domain.relation_extraction import extract_relations
-from domain.reply_context import reply_question
+from domain.reply_context import reply_pointer
 from adapters.embedding import Embedder
 from kernel.ids import derived_id
 from schemas.codec import make_envelope
@@ -83,9 +83,9 @@ def offline_drafts(turn: Envelope[TurnRecorded] | Envelope[MemoryStated], reply_
 
 
 class ReplyContexts:
-    """The question each user turn answers (domain/reply_context.py): the last question of the
-    assistant's previous turn in the same session, remembered per (user, session), as the question
-    only (never the turn), for the most recent `max_sessions` sessions.
+    """What each user turn replies to (domain/reply_context.py reply_pointer): the last question of
+    the assistant's previous turn in the same session, or else its remark, remembered per (user,
+    session), as that pointer only (never the turn), for the most recent `max_sessions` sessions.
 
     Fed every readable turn of the turns topic in log order (`observe`), so a user turn gets the
     assistant turn just before it in its partition. A position guard keeps a context from the
@@ -103,13 +103,13 @@ class ReplyContexts:
         self._last: OrderedDict[tuple[str, str], tuple[tuple[int, int], str | None]] = OrderedDict()
 
     def observe(self, position: tuple[int, int], turn: Envelope) -> str | None:
-        """Take in one turn at (partition, offset); for a user turn, the question it answers."""
+        """Take in one turn at (partition, offset); for a user turn, what it replies to."""
         if turn.type != "turn.recorded":
             return None
         data = turn.data
         key = (turn.user, data.session)
         if data.role == "assistant":
-            self._last[key] = (position, reply_question(data.content))
+            self._last[key] = (position, reply_pointer(data.content))
             self._last.move_to_end(key)
             while len(self._last) > self.max_sessions:
                 self._last.popitem(last=False)

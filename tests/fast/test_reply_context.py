@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from domain.extraction import extract_facts
-from domain.reply_context import points_back, reply_question, with_reply
+from domain.reply_context import points_back, reply_pointer, reply_question, reply_remark, with_reply
 from schemas.codec import make_envelope
 from schemas.events import TurnRecorded
 from streams.extraction_core import ReplyContexts
@@ -25,6 +25,24 @@ def test_no_question_or_one_about_the_speaker_gives_none():
     assert reply_question("Did I tell you about my trip?") is None     # "I" is the other speaker, not the user
     assert reply_question(None) is None and reply_question("") is None
     assert reply_question("Ok?") is None                                 # too short to point at anything
+
+
+def test_without_a_question_the_remark_that_names_something_is_the_pointer():
+    """A reply's "it" often leans on what the other speaker said, not asked: their first sentence
+    that names something, in the user's frame; never talk (thanks, praise of what they heard, words
+    to the user by name) and never the other speaker about themselves."""
+    assert reply_remark("That themed tree looks amazing! You really know how to get the vibes just right!") == \
+        "That themed tree looks amazing!"
+    assert reply_remark("Cool, Melanie! Running can really boost your mood. Keep it up!") == "Running can really boost User's mood"
+    assert reply_remark("Max looks so peaceful in that photo, just chilling in the backyard.") == \
+        "Max looks so peaceful in that photo, just chilling in the backyard"
+    for talk in ("Way to go, Jon!", "John, that's a great pic!", "It must be really awesome!", "What a kind gesture.",
+                 "Wow, that's really amazing to hear.", "Thanks so much for sharing!", "I went hiking with my dad last week.",
+                 None, ""):
+        assert reply_remark(talk) is None, talk
+    # a question wins: it is what the reply answers
+    assert reply_pointer("Your garden looks lovely and green. What did you plant?") == "What did User plant?"
+    assert reply_pointer("Your garden looks lovely and green.") == "User's garden looks lovely and green"
 
 
 def test_what_leans_on_something_it_does_not_name():
@@ -77,6 +95,13 @@ def test_contexts_follow_each_users_session_and_never_come_from_later_in_the_log
     # a record read again after a rebalance (offset 2 < 9): the later question is not its context
     assert c.observe((0, 2), _turn("ann", "s1", "user", "It's great")) is None
     assert c.observe((1, 10), _turn("ann", "s1", "user", "It's great")) is None      # another partition
+
+
+def test_a_remark_is_a_context_too():
+    c = ReplyContexts()
+    c.observe((0, 1), _turn("ann", "s1", "assistant", "Color-coding is a great way to track your progress!"))
+    assert c.observe((0, 2), _turn("ann", "s1", "user", "It keeps me going")) == \
+        "Color-coding is a great way to track User's progress!"
 
 
 def test_contexts_are_bounded():
