@@ -32,8 +32,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import psycopg
-from psycopg import sql
 
 from bench.resource import Api
 from bench.tenant_barrier import WORDS, load, pct
@@ -124,6 +122,7 @@ def main() -> None:
                     help="MEMSTREAM_RATE_LIMIT_PER_TENANT for the API (default: the settings' default)")
     ap.add_argument("--key-lookups", type=float, default=None,
                     help="MEMSTREAM_KEY_LOOKUPS_PER_CLIENT for the API (default: the settings' default)")
+    ap.add_argument("--keep", action="store_true", help="keep the bench's namespace at the end (default: drop it)")
     args = ap.parse_args()
     base = get_settings()
     ns = base.model_copy(update={"namespace": f"bench_flood_{uuid.uuid4().hex[:6]}"})
@@ -182,8 +181,10 @@ def main() -> None:
             print(f"  flood, {what:14s} {sum(got.values()):6d} answers  {dict(sorted(got.items()))}")
     finally:
         api.close()
-        with psycopg.connect(ns.pg_dsn(), autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(ns.namespace)))
+        # the whole namespace (topics, keys, schema): dropping only its schema left 8 topics and a
+        # key set per run on the broker and in the key store
+        from bench import namespaces
+        namespaces.finish(ns, keep=args.keep)
 
 
 if __name__ == "__main__":
