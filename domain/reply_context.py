@@ -55,7 +55,14 @@ _SECOND = [
 _OPENS_ON_IT = re.compile(r"^(?:It|It's|They|They're|They've|They'll|He|He's|She|She's|Those|These|"
                           r"(?:This|That)(?:'s)?(?=\s+(?:is|was|has|had|will|would|can|could|really|always|just|"
                           r"also|still|never|made|makes|gave|gives|helps|helped|keeps|kept|brings|brought|means|"
-                          r"meant|reminds|reminded|feels|felt|sounds|looks)\b|'s\b))\b")
+                          r"meant|reminds|reminded|feels|felt|sounds|looks)\b|'s\b)|"
+                          # those present at what was just told ("Everyone was so happy" after the
+                          # parade; not "Everyone in my family …", which says who), moments and
+                          # some of those it named
+                          r"(?:Everyone|Everybody)(?=\s+(?:was|were|is|are|got|had|has|loved|loves|seemed|"
+                          r"looked|cheered|clapped|enjoyed|came|showed|brought|danced|laughed|said)\b)|"
+                          r"(?:Moments|Times|Days|Nights) like (?:this|that|these|those)|"
+                          r"(?:Some|Most|All|Both|None|One|Many|A few) of (?:them|those|these))\b")
 # "it" within four words of the subject; "them" within three, and never after a verb that takes the
 # user as its object ("art lets them", "it made them feel": statements.third_person_en writes "them"
 # for "me" once "User" is named). Idioms ("make it happen", "made it to the top") are kept in: the

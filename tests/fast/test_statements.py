@@ -354,6 +354,13 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
     ("Star Wars. It's my favorite and never gets old!", ["Star Wars. It's User's favorite and never gets old"]),
     ("Her name is Shadow. She's full of energy and always puts a smile on my face.",
      ["Her name is Shadow. She's full of energy and always puts a smile on User's face"]),
+    # those present at what was just told, and moments like it, are the statement before's
+    ("I went to a pride parade. Everyone was so happy and it made me feel like I belonged.",
+     ["User went to a pride parade. Everyone was so happy and it made User feel like User belonged"]),
+    ("I danced at the recital last night. Moments like this remind me why I'm chasing my dream.",
+     ["User danced at the recital. Moments like this remind User why User is chasing their dream (on 2026-11-29)"]),
+    # … but "everyone" that says who stands alone
+    ("I went to the store. Everyone in my family loves pizza.", ["User went to the store", "Everyone in User's family loves pizza"]),
     # … but not thanks, praise of the other's words, or words to the other speaker by name
     ("Appreciate the support. It's new to me but I'm excited to get started.",
      ["It's new to User but User is excited to get started"]),
