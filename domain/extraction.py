@@ -214,7 +214,10 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
                 rule=rule.name,
                 key=rule.key.replace("{v}", _norm_key(v)),
                 value=rule.value.replace("{v}", v),
-                content=rule.content.replace("{v}", _third_person(v) if rule.category == "policy" else v),
+                # the content is about the user in the third person, the thing liked too ("User likes
+                # running their own studio", not "… my own studio"); the slot's key keeps the words
+                # as said, so a later statement of the same thing finds the same slot
+                content=rule.content.replace("{v}", _third_person(v) if rule.category == "policy" or rule.slot_hint == "likes" else v),
                 category=rule.category,
                 importance=rule.importance,
                 slot_hint=rule.slot_hint,

@@ -116,3 +116,14 @@ def test_a_pronoun_or_a_clause_is_not_a_liked_thing():
                  "I love that you chose pottery"):
         assert [d for d in extract_rules(text) if d.slot_hint == "likes"] == [], text
     assert facts("I love live music") == [("likes:live music", "true", "preference")]
+
+
+def test_the_thing_liked_is_written_about_the_user_in_the_third_person():
+    """The memory's content never speaks as the user ("User likes seeing my teammates succeed" was
+    stored); the slot's key keeps the words as said, so the same thing said again is the same slot."""
+    got = {d.key: d.content for d in extract_rules("I love seeing my teammates succeed.") if d.slot_hint == "likes"}
+    assert got == {"likes:seeing my teammates succeed": "User likes seeing their teammates succeed"}
+    got = {d.key: d.content for d in extract_rules("我喜欢我的猫") if d.slot_hint == "likes"}
+    assert got == {"likes:我的猫": "用户喜欢用户的猫"}
+    later = [d.key for d in extract_rules("I don't like seeing my teammates succeed anymore") if d.slot_hint == "likes"]
+    assert later == ["likes:seeing my teammates succeed"]
