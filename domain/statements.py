@@ -1110,18 +1110,25 @@ _ASIDE_FIRST = re.compile(r"^(?:It|It's|That|That's|This)\b[^,.;]{0,40}, (?:but|
 _HINGE = re.compile(r"^(?:And|But|So|Plus|Also),? (?=User\b)")
 
 
-def _follow_up(sentence: str) -> str | None:
+def _talk_free_body(sentence: str) -> str | None:
+    """The sentence as the user's own words about something (lead and trailing filler stripped),
+    or None for a question, filler, or words to the other speaker: what both a statement that
+    points back and a sentence that may name its antecedent must first be."""
     s = sentence.strip().replace("’", "'").replace("‘", "'")
-    if s.endswith("?"):
+    if not s or s.endswith("?"):
         return None
     body = _strip_lead(_TRAILING_FILLER.sub("", s.rstrip(".!…~ ")).strip())
-    if not _FOLLOW_UP.match(body) or _FILLER_START_EN.match(body):
+    if not body or _FILLER_START_EN.match(body):
         return None
-    low = body.lower()
-    toks = frozenset(_TOKEN.findall(low))
+    toks = frozenset(_TOKEN.findall(body.lower()))
     if not _YOU_WORDS.isdisjoint(toks) or (not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body)):
         return None
-    if _content_words_en(low) < 3:
+    return body
+
+
+def _follow_up(sentence: str) -> str | None:
+    body = _talk_free_body(sentence)
+    if body is None or not _FOLLOW_UP.match(body) or _content_words_en(body.lower()) < 3:
         return None
     return third_person_en(body)
 
@@ -1139,17 +1146,8 @@ def _antecedent(sentence: str) -> str | None:
     work"; "Yeah, our trip got off to a bad start." before "That was a reminder …"), in the third
     person; None for a question, filler ("Thanks, Nate!", "No problem!"), words to the other
     speaker, or too few content words to name anything."""
-    s = sentence.strip().replace("’", "'").replace("‘", "'")
-    if not s or s.endswith("?"):
-        return None
-    body = _strip_lead(_TRAILING_FILLER.sub("", s.rstrip(".!…~ ")).strip())
-    if not body or _FILLER_START_EN.match(body) or _NOT_ANTECEDENT.match(body) or _VOCATIVE_END.search(body):
-        return None
-    low = body.lower()
-    toks = frozenset(_TOKEN.findall(low))
-    if not _YOU_WORDS.isdisjoint(toks) or (not _FILLER_ANY_GATE.isdisjoint(toks) and _FILLER_ANY_EN.search(body)):
-        return None
-    if _content_words_en(low) < 2:
+    body = _talk_free_body(sentence)
+    if body is None or _NOT_ANTECEDENT.match(body) or _VOCATIVE_END.search(body) or _content_words_en(body.lower()) < 2:
         return None
     return third_person_en(body)
 
