@@ -30,7 +30,7 @@ LOG_TOPICS = ("turns", "tasks", "facts", "memory", "deadletter")
 # The stateful apps (faust app name = consumer group suffix) and their tables. faust names a
 # table's changelog "<app id>-<table>-changelog"; tests/test_changelogs.py checks these names
 # against the tables the memory worker really declares.
-STATE_TABLES: dict[str, tuple[str, ...]] = {"memory": ("user-state", "user-ledger", "session-state")}
+STATE_TABLES: dict[str, tuple[str, ...]] = {"memory": ("user-state", "user-ledger", "user-vectors", "session-state")}
 
 
 class TopologyMismatch(MemstreamError):

@@ -9,7 +9,7 @@ A shape UxM is U users each holding M memories. For each shape, in a fresh names
    with the domain's own types (a recent window of `recent_window` memories with 384-d
    embeddings, a ledger entry for every memory, a location preference) and saved by the very
    MemoryCore the worker runs (streams/memory_core.py: sealed with the user's data key, the
-   ledger in its 64 buckets), then written into the worker's two state changelogs at the user's
+   ledger in its 64 buckets), then written into the worker's three state changelogs (state, ledger buckets, window vectors) at the user's
    partition. Deciding M x U real facts first would take hours at these sizes (1,000,000
    decisions); the worker cannot tell the difference: on start it restores its tables from the
    changelogs, exactly as after a restart.
@@ -70,7 +70,9 @@ class Preloader:
         self.pool = rng.standard_normal((POOL, settings.embed_dim)).astype(np.float32)
         self.states: dict[bytes, bytes] = {}
         self.ledgers: dict[bytes, bytes] = {}
-        self.core = MemoryCore(settings, self.rules, keys, self.states, self.ledgers, SealedStates(keys))
+        self.vectors: dict[bytes, bytes] = {}
+        self.core = MemoryCore(settings, self.rules, keys, self.states, self.ledgers, SealedStates(keys),
+                               vectors=self.vectors)
         self.windows: dict[str, list[np.ndarray]] = {}
         self.preloaded: set[str] = set()
 
@@ -110,7 +112,7 @@ class Preloader:
         from confluent_kafka import Producer
         producer = Producer(producer_config(self.settings, ADMIN, **{"linger.ms": 50, "batch.size": 1_000_000}))
         n = 0
-        for table, values in (("user-state", self.states), ("user-ledger", self.ledgers)):
+        for table, values in (("user-state", self.states), ("user-ledger", self.ledgers), ("user-vectors", self.vectors)):
             topic = f"{ns}.memory-{table}-changelog"
             for key, value in values.items():
                 user = key.split(b"\x00", 1)[0]

@@ -191,6 +191,9 @@ class UserState:
     aging_rules: str | None = None
     # Not part of to_dict: the processor stores the ledger's buckets separately (see ledger.py).
     ledger: Ledger = field(default_factory=Ledger)
+    # Nor this: where the processor stored the window's vectors as this state was loaded
+    # (streams/window_vectors.py); opaque to the rules.
+    stored_vectors: Any = None
 
     def to_bytes(self) -> bytes:
         """What the processor stores: STATE_BYTES, the JSON's length (4 bytes), to_dict's JSON with
@@ -221,9 +224,15 @@ class UserState:
                    if self.aging else {})}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], ledger: Ledger | None = None, vectors: memoryview | None = None) -> "UserState":
+    def from_dict(cls, d: dict[str, Any], ledger: Ledger | None = None,
+                  vectors: memoryview | list[np.ndarray] | None = None) -> "UserState":
+        """`vectors`: the window's vectors where to_dict(vectors=False) left them out: one buffer of
+        them all (to_bytes), or one array per entry (stored apart: streams/window_vectors.py)."""
         recent, at = [], 0
-        for x in d.get("recent", []):
+        for i, x in enumerate(d.get("recent", [])):
+            if isinstance(vectors, list):
+                recent.append(Recent(x[0], vectors[i], *x[2:]))
+                continue
             recent.append(Recent.from_list(x, vectors, at))
             at += x[1] if isinstance(x[1], int) else 0
         return cls(prefs={k: PrefState(*v) for k, v in d.get("prefs", {}).items()},

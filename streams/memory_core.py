@@ -51,6 +51,7 @@ from kernel.ids import derived_id
 from schemas.codec import KeyRing, kept_bytes, make_envelope, open_bytes, seal_bytes
 from schemas.envelope import Envelope
 from schemas.events import DecisionData, MemoryCreated
+from streams.window_vectors import WindowVectors
 
 log = logging.getLogger("memstream.memory")
 PRODUCER = "memory-processor/1"
@@ -58,6 +59,11 @@ PRODUCER = "memory-processor/1"
 CONTROL = frozenset({"memory.recalled", "memory.forgotten", "user.forgotten", "decay.ticked"})
 # Every memory-topic event type it takes (`on_control`): the drivers decode only these.
 MEMORY_INPUTS = CONTROL | {"user.erased"}
+# A state value whose window vectors are stored apart (streams/window_vectors.py): these 4 bytes,
+# then to_dict's JSON with each vector's dimension in its place and "vectors": {"at": [[slot, tag],
+# ...] in window order, "seq": the next tag}. States stored before (domain/memory_state.py
+# UserState.from_bytes: the vectors inline) still read, and are stored this way when next saved.
+STATE_SPLIT = b"MSv3"
 
 
 class StateCodec(Protocol):
@@ -117,14 +123,17 @@ class MemoryCore:
     """Per-event steps of the memory processor over a pair of key-value state stores.
 
     `states` maps user → the user's state; `ledgers` maps (user, bucket) → one ledger bucket
-    (domain/ledger.py), so a decision rewrites only the buckets it touched. Keys and
-    values are bytes: a faust table and a dict both fit.
+    (domain/ledger.py), so a decision rewrites only the buckets it touched; `vectors` maps
+    (user, slot) → one vector of the user's recent window (streams/window_vectors.py), so a
+    decision rewrites only the vectors that entered the window or changed (None: a dict of its
+    own). Keys and values are bytes: a faust table and a dict both fit.
     """
 
     def __init__(self, settings: Settings, rules: Rules, keys: KeyRing,
                  states: MutableMapping[bytes, bytes], ledgers: MutableMapping[bytes, bytes],
                  codec: StateCodec, on_user_erased: Callable[[str], None] | None = None,
-                 partition_of: Callable[[bytes], int] | None = None):
+                 partition_of: Callable[[bytes], int] | None = None,
+                 vectors: MutableMapping[bytes, bytes] | None = None):
         # The drivers' decode setting (records dated past the broker's time: poison), kept here
         # so a driver holding only the core decodes as the live processor does.
         self.max_future_skew_s = settings.max_future_skew_s
@@ -139,6 +148,9 @@ class MemoryCore:
         self.states = states
         self.ledgers = ledgers
         self.codec = codec
+        self.window_vectors = WindowVectors({} if vectors is None else vectors, codec,
+                                            max_slots=2 * rules.recent_window,
+                                            cache_bytes=settings.memory_vector_cache_mb * 1024 * 1024)
         self.on_user_erased = on_user_erased   # e.g. the session summarizer drops its state too
 
     # -- state ------------------------------------------------------------------------------
@@ -161,13 +173,28 @@ class MemoryCore:
         if blob is None:
             return UserState(ledger=ledger)
         opened = self.codec.load(user, f"state:{user}", blob)
-        return None if opened is None else UserState.from_bytes(opened, ledger)
+        if opened is None:
+            return None
+        if not opened.startswith(STATE_SPLIT):
+            return UserState.from_bytes(opened, ledger)   # vectors inline: stored apart when next saved
+        head = orjson.loads(memoryview(opened)[len(STATE_SPLIT):])
+        where = head.pop("vectors")
+        refs = self.window_vectors.load(user, where["at"], [x[1] for x in head.get("recent", [])])
+        state = UserState.from_dict(head, ledger, [vec for _, _, vec in refs])
+        state.stored_vectors = ({r.memory_id: ref for r, ref in zip(state.recent, refs, strict=True)}, where["seq"])
+        return state
 
     def save_state(self, user: str, state: UserState) -> None:
         # 0. When each bucket read or changed is next due for aging, while the ledger still knows
         #    which ones changed (domain/aging_schedule.py): consolidation then reads only those.
         aging_schedule.plan(state, self.rules)
-        # 1. The ledger's touched buckets first, then the state: a crash in between leaves a
+        # 1. The window's vectors that entered it or changed, each into a slot the saved state
+        #    does not use: a crash before step 3 leaves the saved state's own slots as they were.
+        old, seq = state.stored_vectors or ({}, 0)
+        refs, seq = self.window_vectors.save(user, old, [(r.memory_id, r.vec) for r in state.recent], seq)
+        for r in state.recent:
+            r.vec = refs[r.memory_id][2]   # the stored array (read-only now), so the next save sees it unchanged
+        # 2. The ledger's touched buckets, then the state: a crash in between leaves a
         #    state that re-decides the input again, which rewrites the same buckets.
         for b in sorted(state.ledger.dirty):
             data = state.ledger.dump(b)
@@ -176,13 +203,19 @@ class MemoryCore:
             else:
                 self.ledgers.pop(self._ledger_key(user, b), None)
         state.ledger.dirty.clear()
-        # 2. The state itself.
-        self.states[user.encode()] = self.codec.dump(user, f"state:{user}", state.to_bytes())
+        # 3. The state itself, naming each window vector's slot and tag.
+        head = state.to_dict(vectors=False)
+        head["vectors"] = {"at": [list(refs[r.memory_id][:2]) for r in state.recent], "seq": seq}
+        self.states[user.encode()] = self.codec.dump(user, f"state:{user}", STATE_SPLIT + orjson.dumps(head))
+        # 4. Only now the slots no vector of the saved state is in any more.
+        self.window_vectors.release(user, old, refs)
+        state.stored_vectors = (refs, seq)
 
     def drop_user(self, user: str, erased: bool = False) -> None:
         self.states.pop(user.encode(), None)
         for b in range(BUCKETS):
             self.ledgers.pop(self._ledger_key(user, b), None)
+        self.window_vectors.drop(user)
         if erased and self.on_user_erased is not None:
             self.on_user_erased(user)
 

@@ -3,8 +3,8 @@
 The decisions themselves are made by streams/memory_core.py (a plain class, also what what-if
 runs); this module only wires it to Kafka and does the routing and decoding the core leaves to
 its drivers (streams/routing.py): the inputs (the facts topic and the memory topic,
-co-partitioned by user), the two changelog-backed state tables (the user's working state, and
-one sealed value per ledger bucket), the out-going memory topic and the dead-letter topic. The
+co-partitioned by user), the three changelog-backed state tables (the user's working state,
+one sealed value per ledger bucket, one per recent-window vector), the out-going memory topic and the dead-letter topic. The
 session summarizer (streams/session_summarizer.py) is a second agent of the same app.
 
 Crash notes (faust is at-least-once here): each Outgoing is sent before the core saves state, the
@@ -59,6 +59,7 @@ def build(settings: Settings, embedder: Embedder | None = None):
     # Keys and values are raw bytes (the app's serializers): the values are sealed.
     states = state_table(app, settings, "user-state")
     ledgers = state_table(app, settings, "user-ledger")
+    vectors = state_table(app, settings, "user-vectors")
     sessions = attach_session_summarizer(app, settings, keys, memory, embedder)
     rules = Rules.from_settings(settings)
     # Before joining the group: the memory topic's decisions must have been made under these rules,
@@ -67,7 +68,14 @@ def build(settings: Settings, embedder: Embedder | None = None):
                          worker=settings.worker_label("memory"))
     log.info("deciding under rules profile %s", gate.profile)
     core = MemoryCore(settings, rules, keys, states, ledgers, SealedStates(keys),
-                      on_user_erased=sessions.drop_user, partition_of=partitioner(settings.partitions))
+                      on_user_erased=sessions.drop_user, partition_of=partitioner(settings.partitions),
+                      vectors=vectors)
+
+    @app.on_partitions_revoked.connect
+    async def forget_window_vectors(app, revoked, **kwargs) -> None:
+        # Another worker may decide for these users while they are away: their cached vectors
+        # could be older than the table when they come back (streams/window_vectors.py).
+        core.window_vectors.forget_cached()
 
     async def send_all(outgoing) -> None:
         for out in outgoing:   # the core saves its state only after the last one was sent

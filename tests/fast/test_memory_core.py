@@ -115,8 +115,9 @@ def test_the_state_is_sealed_and_survives_a_new_core():
     run(core, FACTS[:2])
     assert b"likes" not in core.states[b"alice"]            # sealed with the user's key
     assert all(b"tea" not in v for v in core.ledgers.values())
-    # a restarted processor (a new core over the same tables) decides as the first would have
-    again = MemoryCore(settings(), RULES, keys, dict(core.states), dict(core.ledgers), SealedStates(keys))
+    # a restarted processor (a new core over the same tables, nothing cached) decides as the first would have
+    again = MemoryCore(settings(), RULES, keys, dict(core.states), dict(core.ledgers), SealedStates(keys),
+                       vectors=dict(core.window_vectors.store))
     assert again.load_state("alice") == core.load_state("alice")
     assert summary(again.on_fact(FACTS[2])) == summary(core.on_fact(FACTS[2]))
     # without the key (erased), the state reads as unreadable, not as an error
@@ -194,6 +195,7 @@ def test_erasure_drops_state_and_tells_the_session_summarizer_forgetting_does_no
     gone = make_envelope(UserErased(), user="alice", time=T0 + timedelta(days=5), producer="test")
     memory_record(core, b"alice", encode(gone, keys), 0)
     assert b"alice" not in core.states and not any(k.startswith(b"alice\x00") for k in core.ledgers)
+    assert not any(k.startswith((b"alice\x00", b"bob\x00")) for k in core.window_vectors.store)   # their window vectors too
     assert erased == ["alice"]
 
 
@@ -205,7 +207,7 @@ def test_a_forged_control_event_acts_on_nothing(forge):
     core = sealed_core(keys)
     outs = run(core, FACTS[:2])
     mid = next(o.envelope.data.memory_id for o in outs if o.envelope.type == "memory.created")
-    before = (dict(core.states), dict(core.ledgers))
+    before = (dict(core.states), dict(core.ledgers), dict(core.window_vectors.store))
     for data in (UserErased(), UserForgotten(), MemoryForgotten(memory_id=mid, memory_ids=[mid])):
         wire = orjson.loads(encode(make_envelope(data, user="alice", time=T0 + timedelta(days=5), producer="test"), keys))
         if forge == "unsigned":
@@ -217,7 +219,7 @@ def test_a_forged_control_event_acts_on_nothing(forge):
         with pytest.raises(InvalidEvent, match="proof of origin|fails its MAC"):
             decode(orjson.dumps(wire), keys)
         assert memory_record(core, b"alice", orjson.dumps(wire), 0) == []
-    assert (dict(core.states), dict(core.ledgers)) == before, "a forged control event changed the state"
+    assert (dict(core.states), dict(core.ledgers), dict(core.window_vectors.store)) == before, "a forged control event changed the state"
 
 
 def test_forgetting_a_memory_removes_it_from_the_window():
