@@ -86,7 +86,7 @@ def test_existing_changelogs_get_compaction_that_runs():
     s = _namespace("cl")
     app = build(s, None)
     names = sorted(t.changelog_topic.get_topic_name() for t in app.tables.values())
-    assert len(names) == 3   # user state, user ledger, session state
+    assert len(names) == 4   # user state, user ledger, window vectors, session state
     admin = AdminClient(kafka_config(s, ADMIN))
     # as an older version left them: compacted in name, but with 7-day / 1-GiB segments
     for fut in admin.create_topics([NewTopic(n, num_partitions=s.partitions, replication_factor=1,
