@@ -72,6 +72,8 @@ _CAUSATIVE = (r"let|lets|make|makes|made|help|helps|helped|give|gives|gave|show|
               r"reminded|keep|keeps|kept|tell|tells|told|ask|asks|asked|bring|brings|brought|take|takes|took")
 _BARE_OBJECT = re.compile(
     r"^User(?:'s)?(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){1,4}?\s+it\b|"
+    # "User loves his tech": someone the statement does not name (not "User's sister and her …")
+    r"^User(?:\s+(?!(?:and|with|or|of|to|for)\b)[a-z'-]+){1,3}?\s+(?:his|him|her)\b|"
     r"^User(?:'s)?(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){0,2}?\s+(?!(?:" + _CAUSATIVE + r")\b)[a-z'-]+\s+them\b")
 _DATE_SUFFIX = re.compile(r" \((?:on|in|week of|weekend of) [^()]*\)$")
 

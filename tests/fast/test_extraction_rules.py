@@ -127,3 +127,14 @@ def test_the_thing_liked_is_written_about_the_user_in_the_third_person():
     assert got == {"likes:我的猫": "用户喜欢用户的猫"}
     later = [d.key for d in extract_rules("I don't like seeing my teammates succeed anymore") if d.slot_hint == "likes"]
     assert later == ["likes:seeing my teammates succeed"]
+
+
+def test_a_thing_liked_that_is_someone_elses_is_not_a_preference_slot():
+    """"I love their work" names nothing alone: no likes:their work slot (the statement channel keeps
+    the sentence with what it leans on, tests/fast/test_statements.py)."""
+    for text in ("I love their work.", "I really love having them around.", "I love his tech and that sarcastic humor.",
+                 "I like her cooking.", "我喜欢他的画。", "我很喜欢她的歌"):
+        assert not [f for f in facts(text) if f[0].startswith("likes:")], text
+    # the user's own things stay preferences
+    assert facts("I love my garden") == [("likes:my garden", "true", "preference")]
+    assert facts("我喜欢我的猫") == [("likes:我的猫", "true", "preference")]

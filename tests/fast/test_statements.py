@@ -352,6 +352,9 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
     ("Thanks! That picture is from MinaLima. They created all the props for the Harry Potter films, and I love their work.",
      ["That picture is from MinaLima. They created all the props for the Harry Potter films, and User loves their work"]),
     ("Star Wars. It's my favorite and never gets old!", ["Star Wars. It's User's favorite and never gets old"]),
+    # "his" / "her" with no one named in the statement leans on the sentence before the same way
+    ("Iron Man is my top pick. I love his tech and that sarcastic humor.",
+     ["Iron Man is User's top pick. User loves his tech and that sarcastic humor"]),
     ("Her name is Shadow. She's full of energy and always puts a smile on my face.",
      ["Her name is Shadow. She's full of energy and always puts a smile on User's face"]),
     # those present at what was just told, and moments like it, are the statement before's
