@@ -7,7 +7,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from domain.memory_state import UserState
+from domain.memory_state import Rules, UserState
+from kernel.config import Settings
 from streams.memory_core import STATE_SPLIT, MemoryCore, SealedStates
 from streams.routing import partitioner
 from streams.window_vectors import WindowVectorMissing
@@ -175,3 +176,31 @@ def test_the_cache_is_bounded_and_dropped_on_erasure():
     core.drop_user(held, erased=True)
     assert held not in core.window_vectors._cache
     assert isinstance(core.load_state("u0"), UserState)   # out of the cache: read from the table
+
+
+def test_stored_apart_or_inline_the_decisions_are_the_same():
+    """The same facts through a core that stores the window's vectors apart (and caches them) and
+    one whose state is put back after every fact as the worker stored it before (vectors inline,
+    nothing cached): identical decisions, at the worker's own settings and 384-d vectors."""
+    s = Settings(partitions=3)
+    rules = Rules.from_settings(s)
+    keys = StaticKeys()
+    rng = np.random.default_rng(3)
+    pool = rng.standard_normal((16, 384))
+    apart = MemoryCore(s, rules, keys, {}, {}, SealedStates(keys), partition_of=partitioner(3))
+    inline = MemoryCore(s, rules, keys, {}, {}, SealedStates(keys), partition_of=partitioner(3))
+    types: set[str] = set()
+    for i in range(600):
+        v = pool[rng.integers(16)] + rng.normal(scale=0.15 if i % 3 else 0.6, size=384)
+        f = fact("ana", unit(*v), T0 + timedelta(minutes=7 * i), content=f"Ana thing {i % 200}",
+                 key="location" if i % 3 == 0 else None, value=f"city {i % 5}" if i % 3 == 0 else None)
+        outs = summary(apart.on_fact(f))
+        assert outs == summary(inline.on_fact(f)), i
+        types.update(o[2] for o in outs)
+        state = inline.load_state("ana")
+        inline.states[b"ana"] = SealedStates(keys).dump("ana", "state:ana", state.to_bytes())
+        inline.window_vectors.store.clear()
+        inline.window_vectors.forget_cached()
+    assert apart.load_state("ana") == inline.load_state("ana")
+    # merges move a window vector, reinforcements and links keep it: all of them happened
+    assert {"memory.merged", "memory.reinforced", "memory.linked", "memory.created"} <= types, types
