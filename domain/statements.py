@@ -1021,7 +1021,18 @@ def _en_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
     cuts = [c.start() for c in _EN_COMPOUND.finditer(sentence)
             if c.group(0).strip(" ,;") or c.group(0).strip() in (",", ";")]
     cuts = [c for c in cuts if c > 0 and _FP_CLAUSE.search(sentence, 0, c) and len(sentence[:c].split()) >= 3]
+    # a clause that says too little alone stays with the one before ("…, and I won!", "…, and I
+    # love it"): cut off, "And User won" is a fragment
+    ends = [*cuts[1:], len(sentence)] if cuts else []
+    cuts = [c for c, e in zip(cuts, ends, strict=True) if not _TOO_LITTLE.match(sentence[c:e])]
     yield from _cut(m, cuts)
+
+
+# a first-person clause with one word after its subject, or a verb and a pronoun: "and I won", "I did",
+# "and I love it", "but I miss them"
+_TOO_LITTLE = re.compile(r"(?i)^[\s,;]*(?:(?:and|but|and now|but now|and also)\s+)?(?:I|I['’](?:m|ve|ll|d)|we)\s+"
+                         r"(?:(?:really|just|totally|so|also|still|absolutely)\s+)?"
+                         r"[\w'’-]+(?:\s+(?:it|them|that|this|those|these|him|her|one))?[\s!.?…~]*$")
 
 
 def _cut(m: re.Match[str] | _Piece, cuts: list[int]) -> Iterator[re.Match[str] | _Piece]:

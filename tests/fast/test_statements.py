@@ -355,6 +355,10 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
     # "his" / "her" with no one named in the statement leans on the sentence before the same way
     ("Iron Man is my top pick. I love his tech and that sarcastic humor.",
      ["Iron Man is User's top pick. User loves his tech and that sarcastic humor"]),
+    # a clause that says too little alone is not cut off the one before ("And User won" was a fragment)
+    ("I was in the final of a big tournament last Saturday, and I won! It was the best feeling to see my name up there.",
+     ["User was in the final of a big tournament and won. It was the best feeling to see User's name up there (on 2026-11-28)"]),
+    ("I got a new bike, and I love it.", ["User got a new bike, and loves it"]),
     ("Her name is Shadow. She's full of energy and always puts a smile on my face.",
      ["Her name is Shadow. She's full of energy and always puts a smile on User's face"]),
     # those present at what was just told, and moments like it, are the statement before's
