@@ -164,10 +164,10 @@ def _norm_key(value: str) -> str:
     return _LIGHT_VERB.sub("", re.sub(r"\s+", " ", value.lower()))
 
 
-# "I love it", "I love how you…", "I like your turtles", "I'd love to hear": the object is a
-# pronoun, a clause or the other person's — not a thing the user likes (the statement channel
+# "I love how you…", "I like your turtles", "I'd love to hear", "I love that": the object is a
+# demonstrative, a clause or the other person's — not a thing the user likes (the statement channel
 # may still keep the sentence as an opinion).
-_NOT_A_THING = re.compile(r"(?i)(?:你|您|它)|(?:it|that|this|these|those|them|how|what|when|where|why|your|you|is|was|"
+_NOT_A_THING = re.compile(r"(?i)(?:你|您)|(?:that|this|how|what|when|where|why|your|you|is|was|"
                           r"the (?:idea|thought|way)|every day|makes|made|are|were|has|have)\b|to (?:hear|see|know|read)\b|"
                           r"to$")
 # "I love their work", "I love having them around", "我喜欢他的画": a thing that is someone's the

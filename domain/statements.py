@@ -1010,9 +1010,17 @@ def _latin(clause: str) -> bool:
 
 # Coordinated first-person clauses are separate propositions ("I live in Lisbon and I play the
 # violin"): each is decided on its own, so a move supersedes the city without the violin.
-_EN_COMPOUND = re.compile(r"(?:,[ \t]{0,3}|;[ \t]{0,3}|[ \t]{1,3})(?:(?:and|but|and now|but now|and also)[ \t]{1,3})?"
-                          r"(?=I(?:['’](?:m|ve|ll|d))?\s)"
+_EN_JOIN = r"and|but|and now|but now|and also"   # what joins two first-person clauses
+_EN_I = r"I(?:['’](?:m|ve|ll|d))?"               # the subject each of them starts with
+_EN_COMPOUND = re.compile(r"(?:,[ \t]{0,3}|;[ \t]{0,3}|[ \t]{1,3})(?:(?:" + _EN_JOIN + r")[ \t]{1,3})?"
+                          r"(?=" + _EN_I + r"\s)"
                           r"(?<!\bthat )(?<!\bwhere )(?<!\bwhen )(?<!\bbecause )(?<!\bif )(?<!\bso )")
+
+# A cut-off clause (as _EN_COMPOUND cuts: its join, then "I") with one word after its subject, or
+# a verb and a pronoun: "and I won", "I did", "and I love it", "but I miss them"
+_TOO_LITTLE = re.compile(r"(?i)^[\s,;]*(?:(?:" + _EN_JOIN + r")\s+)?" + _EN_I + r"\s+"
+                         r"(?:(?:really|just|totally|so|also|still|absolutely)\s+)?"
+                         r"[\w'’-]+(?:\s+(?:it|them|that|this|those|these|him|her|one))?[\s!.?…~]*$")
 
 
 def _en_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
@@ -1027,12 +1035,6 @@ def _en_clauses(m: re.Match[str] | _Piece) -> Iterator[re.Match[str] | _Piece]:
     cuts = [c for c, e in zip(cuts, ends, strict=True) if not _TOO_LITTLE.match(sentence[c:e])]
     yield from _cut(m, cuts)
 
-
-# a first-person clause with one word after its subject, or a verb and a pronoun: "and I won", "I did",
-# "and I love it", "but I miss them"
-_TOO_LITTLE = re.compile(r"(?i)^[\s,;]*(?:(?:and|but|and now|but now|and also)\s+)?(?:I|I['’](?:m|ve|ll|d)|we)\s+"
-                         r"(?:(?:really|just|totally|so|also|still|absolutely)\s+)?"
-                         r"[\w'’-]+(?:\s+(?:it|them|that|this|those|these|him|her|one))?[\s!.?…~]*$")
 
 
 def _cut(m: re.Match[str] | _Piece, cuts: list[int]) -> Iterator[re.Match[str] | _Piece]:
