@@ -121,9 +121,10 @@ RULES: tuple[_Rule, ...] = (
         + r"))", "likes:{v}", "false", "User does not like {v}", "preference", 0.7, "likes"),
     _en("en.like", r"(?:i (?:really |also |now |still |just |absolutely |totally |actually )?(?:like|love|enjoy|prefer))",
         "likes:{v}", "true", "User likes {v}", "preference", 0.7, "likes"),
-    _en("en.location", r"(?:i(?:\s+(?:now|currently|still|just|recently|finally|actually))*\s+(?:live in|moved to|moved back to|"
-        r"relocated to)|i(?:'m|’m| am)(?:\s+now|\s+currently)?\s+(?:living|based) in|i(?:'ve|’ve| have)?(?:\s+just|\s+recently)?"
-        r"\s+moved from [^,.;!?]{1,40}? to)", "location", "{v}", "User lives in {v}", "identity", 0.8, "location"),
+    # "we" moved / live: the user's household, the user included ("We moved to Berlin last month")
+    _en("en.location", r"(?:(?:i|we)(?:\s+(?:now|currently|still|just|recently|finally|actually))*\s+(?:live in|moved to|moved back to|"
+        r"relocated to)|(?:i(?:'m|’m| am)|we(?:'re|’re| are))(?:\s+now|\s+currently)?\s+(?:living|based) in|"
+        r"(?:i|we)(?:'ve|’ve| have)?(?:\s+just|\s+recently)?\s+moved from [^,.;!?]{1,40}? to)", "location", "{v}", "User lives in {v}", "identity", 0.8, "location"),
 )
 
 

@@ -138,3 +138,9 @@ def test_a_thing_liked_that_is_someone_elses_is_not_a_preference_slot():
     # the user's own things stay preferences
     assert facts("I love my garden") == [("likes:my garden", "true", "preference")]
     assert facts("我喜欢我的猫") == [("likes:我的猫", "true", "preference")]
+
+
+def test_a_household_move_is_the_users_move():
+    assert facts("We moved to Berlin last month.") == [("location", "Berlin", "identity")]
+    assert facts("We're living in Toronto now") == [("location", "Toronto", "identity")]
+    assert facts("We just moved from Paris to Lyon") == [("location", "Lyon", "identity")]
