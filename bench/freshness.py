@@ -5,9 +5,11 @@ publishes one turn every 1/rate s ("I live in C<i>" for a new user each time), a
 key-value read model every 5 ms to see when each value appears. Prints p50/p95/p99, and where
 the time goes: each stage's CPU time per fact turn (the three workers, Kafka, Postgres, Neo4j,
 and this benchmark's own publisher and watcher), read from /proc before and after the run, so
-the sum can be set against what the machine's cores offer per turn at this rate. The namespace
-(`bench…`) is dropped at the end unless --keep.
-    .venv/bin/python -m bench.freshness [--rate 100] [--seconds 30] [--keep]
+the sum can be set against what the machine's cores offer per turn at this rate. With
+`--idle S`, first what the same pipeline costs with nothing flowing, S seconds after it answered
+(each stage's share of a core): a pipeline that polls burns the cores its traffic will need. The
+namespace (`bench…`) is dropped at the end unless --keep.
+    .venv/bin/python -m bench.freshness [--rate 100] [--seconds 30] [--idle 20] [--keep]
 """
 from __future__ import annotations
 
@@ -53,11 +55,23 @@ def print_cpu(before: dict, after: dict, turns: int, wall: float, rate: float) -
           f"cores at {rate:.0f} turns/s; busy {pipeline / wall / cores:.0%} of the machine over the run")
 
 
+def print_idle(before: dict, after: dict, seconds: float) -> None:
+    """Each stage's CPU over `seconds` with no traffic, as a share of one core."""
+    spent = {k: after[k] - before.get(k, 0.0) for k in after}
+    pipeline = sum(v for k, v in spent.items() if not k.startswith("bench"))
+    print(f"idle for {seconds:.0f} s (the pipeline running, nothing published), share of one core:")
+    for name, sec in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<40} {sec / seconds:6.1%}")
+    print(f"  {'pipeline total':<40} {pipeline / seconds:6.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="first measure the pipeline's CPU for this many seconds with nothing published")
     ap.add_argument("--fact-share", type=float, default=1.0,
                     help="share of turns that state a new fact; the rest are assistant replies (timed: fact turns)")
     from bench import namespaces
@@ -103,6 +117,11 @@ def main() -> None:
                 raise SystemExit("pipeline did not answer within 120 s")
             time.sleep(0.05)
         print(f"pipeline ready after {time.monotonic() - t0:.1f}s")
+        if args.idle > 0:
+            time.sleep(5.0)   # the probe's own work done
+            idle_before = cpu_by_stage(procs)
+            time.sleep(args.idle)
+            print_idle(idle_before, cpu_by_stage(procs), args.idle)
         cpu_before, seen_before = cpu_by_stage(procs), len(seen)
         interval = 1.0 / args.rate
         total = int(args.rate * (args.seconds + args.warmup))

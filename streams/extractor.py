@@ -74,7 +74,7 @@ def build(settings: Settings, embedder: Embedder):
 
     @app.agent(turns)
     async def extract(stream):
-        async for batch in stream.take_events(64, within=0.005):
+        async for batch in stream.take_events(64, within=settings.extractor_linger_ms / 1000.0):
             # The batch is one unit, or one per record where the last process died (crash ledger).
             for unit in guard.units(batch):
                 if not await guard.begin(unit):
