@@ -48,10 +48,12 @@ def test_without_a_question_the_remark_that_names_something_is_the_pointer():
 def test_what_leans_on_something_it_does_not_name():
     for content in ("It's helped User a lot with strength", "They signed it for User", "That was amazing",
                     "User painted it because it was calming", "User will remember them",
-                    "User loves his tech and that sarcastic humor", "User met her at the gym"):
+                    "User loves his tech and that sarcastic humor", "User met her at the gym",
+                    "User has been working on for a while", "At dance class User felt it (on 2026-07-21)"):
         assert points_back(content), content
     for content in ("User painted a sunset", "User loves that purple color", "User's sister lives in Rome",
-                    "Itzel is User's friend", "User has a red bike", "User's sister and her husband live in Rome"):
+                    "Itzel is User's friend", "User has a red bike", "User's sister and her husband live in Rome",
+                    "User worked at Google for years", "User went to the store for milk"):
         assert not points_back(content), content
 
 

@@ -381,6 +381,11 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
      ["This necklace is super special to User, a gift from their grandma"]),
     # the hinge to the sentence before goes, the statement stays
     ("But I'm determined to make a difference in my town.", ["User is determined to make a difference in their town"]),
+    # a verb whose object is the sentence before's, and a clause that ends on a bare "it"
+    ("I finally finished my first screenplay last Friday. I've been working on for a while, such a relief to have it all done!",
+     ["User finally finished their first screenplay. User has been working on for a while, such a relief to have it all done (on 2026-11-27)"]),
+    ("Having a creative space for dancers is so important. At dance class with my friends I felt it.",
+     ["Having a creative space for dancers is so important. At dance class with User's friends User felt it"]),
 ])
 def test_a_statement_that_points_back_is_read_with_what_it_points_to(text, facts):
     """#30 item 5: a memory whose meaning lived in the sentence before is a fragment."""
