@@ -138,18 +138,19 @@ def reply_pointer(other_turn: str | None) -> str | None:
     return reply_question(other_turn) or reply_remark(other_turn)
 
 
-# A verb whose object was left in the sentence before: "User has been working on for a while"
-# (a preposition straight before the time it lasted), and a clause ending on a bare "it" after
-# something else opened the statement ("At dance class with friends User felt it").
-_DANGLING = re.compile(r"\b(?:on|about|at|with|into|towards?|after)\s+(?:for|since)\s+(?:a|an|the|ages|years|"
-                       r"months|weeks|days|so|quite|some|long|over)\b|"
-                       r"\bUser(?:\s+(?!(?:a|an|the|some|User's|their)\b)[a-z'-]+){1,3}?\s+it(?=\s*(?:\(|$))")
+# A verb whose object was left in the sentence before: a preposition straight before how long it
+# lasted ("User has been working on for a while")
+_OBJECT_BEFORE = re.compile(r"\b(?:on|about|at|with|into|towards?|after)\s+(?:for|since)\s+(?:a|an|the|ages|years|"
+                            r"months|weeks|days|so|quite|some|long|over)\b")
+# _BARE_OBJECT's "User … it" where something else opened the statement, the "it" ending it (before
+# a resolved date): "At dance class with friends User felt it"
+_ENDS_ON_IT = re.compile(r"\bUser(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){1,3}?\s+it(?=\s*(?:\(|$))")
 
 
 def points_back(content: str) -> bool:
     """Does this third-person statement lean on something it does not name?"""
-    return (_OPENS_ON_IT.match(content) is not None or _BARE_OBJECT.match(content) is not None
-            or _DANGLING.search(content) is not None)
+    return any(p.match(content) for p in (_OPENS_ON_IT, _BARE_OBJECT)) or \
+        any(p.search(content) for p in (_OBJECT_BEFORE, _ENDS_ON_IT))
 
 
 def with_reply(content: str, question: str, limit: int) -> str:

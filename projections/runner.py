@@ -134,6 +134,7 @@ class _Rec:
 
 class ProjectorRunner:
     POLL_S = 0.2   # how long a quiet projector waits for a record before it checks stop and idle-exit
+
     def __init__(self, projector: Projector, settings: Settings, keys: KeyRing,
                  batch_size: int = 2000, group_suffix: str = "", health: Health | None = None,
                  principal: Principal = WORKER):
@@ -302,9 +303,10 @@ class ProjectorRunner:
         a quiet stream wakes this thread POLL_S apart (consume(batch_size, timeout=0.01) woke
         seven projector threads 100 times a second each, with nothing to do)."""
         first = self._consumer.poll(self.POLL_S)
-        if first is None or self.batch_size == 1:
-            return [] if first is None else [first]
-        return [first, *self._consumer.consume(num_messages=self.batch_size - 1, timeout=self.linger_s)]
+        if first is None:
+            return []
+        more = self.batch_size - 1   # consume() refuses to be asked for 0 records
+        return [first, *self._consumer.consume(num_messages=more, timeout=self.linger_s)] if more else [first]
 
     # -- catch-up runs (idle_exit_after) -----------------------------------------------------
     IDLE_EXIT_CAP_S = 120.0   # idle this long, a catch-up run ends even short of the log's end (partitions another member holds)
