@@ -58,9 +58,31 @@ _WORK_AT = re.compile(rf"{_I}{_ADVS}\s+(?:work|am working|{_AP}m working|have be
                       rf"\s+(?:at|for)\s+" + _ORG)
 # "… at Acme as a nurse": the job named after the employer (the employer's value ends before "as").
 _AS_JOB = re.compile(r"\s+as\s+(?:an?\s+|the\s+)?(?P<job>[A-Za-z][\w'’ -]{1,40}?)" + _END)
-_JOINED = re.compile(rf"{_I}(?:{_AP}ve| have)?{_ADVS}\s+(?:joined|started at|started working at|started working for|"
+_JOINED = re.compile(rf"{_I}(?:{_AP}ve| have)?{_ADVS}\s+(?P<verb>joined|started at|started working at|started working for|"
                      rf"got a (?:new )?job at|got a (?:new )?job with|got hired at|got hired by|was hired by|"
                      rf"moved to a new job at|switched to|landed a job at)\s+" + _ORG)
+# "joined", "started at" and "switched to" take clubs, classes and plans as often as employers ("I joined
+# a book club", "so I joined in", "I switched to decaf"): an employer only where it is named ("Initech",
+# "the Red Cross") or is a kind of workplace ("a startup"), and never a club, class or team of a pastime.
+_JOINED_ANYTHING = frozenset(("joined", "started at", "switched to"))
+_WORKPLACE = re.compile(r"(?i)\b(?:company|startup|start-up|firm|agency|bank|hospital|clinic|lab|laboratory|studio|"
+                        r"bakery|restaurant|cafe|café|shop|store|corporation|consultancy|practice|newspaper|magazine|"
+                        r"publisher|factory|plant|office|department|ministry|council|school|university|college)\b")
+_MEMBERSHIP = re.compile(r"(?i)\b(?:club|class|classes|course|gym|team|group|league|choir|band|community|meetup|"
+                         r"program|programme|society|circle|chat|forum|server|cause|protest|march|movement|crew|"
+                         r"squad|workshop|session|race|marathon|challenge|fandom|fan|fans|list|waitlist|call|game)\b")
+
+
+def _employer_joined(verb: str, org: str, text: str) -> bool:
+    """Is what the user joined (or started at, switched to) an employer? See _JOINED_ANYTHING.
+    "Switched to" names a product as often as a workplace ("I switched to Spotify"): only where
+    the turn speaks of work."""
+    if verb not in _JOINED_ANYTHING:
+        return True
+    if _MEMBERSHIP.search(org) or (verb == "switched to" and not _WORK_TALK.search(text)):
+        return False
+    named = re.sub(r"^(?:the|a|an)\s+", "", org)
+    return named[:1].isupper() or bool(_WORKPLACE.search(org))
 _STUDY_AT = re.compile(rf"(?:{_I}{_ADVS}\s+(?:study|am studying|{_AP}m studying|go to school|attend|am enrolled|"
                        rf"{_AP}m enrolled)\s+(?:at|in)\s+|{_IM}{_ADVS}\s+(?:an?\s+)?(?:student|freshman|sophomore|"
                        rf"junior|senior|grad student|graduate student|phd student|undergrad|undergraduate)\s+at\s+)"
@@ -148,7 +170,7 @@ def work_and_study(text: str) -> Iterator[Span]:
     for pattern, rule in ((_WORK_AT, "slot.en.employer"), (_JOINED, "slot.en.employer")):
         for m in pattern.finditer(text):
             org = _org(m.group("org"))
-            if org:
+            if org and (pattern is not _JOINED or _employer_joined(m.group("verb"), org, text)):
                 yield m.start(), m.end(), _d(rule, "employer", org, f"User works at {org}", "identity", 0.8, "employer")
                 as_job = _AS_JOB.match(text, m.end())
                 job = as_job.group("job").strip() if as_job else ""

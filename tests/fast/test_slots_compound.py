@@ -24,3 +24,25 @@ def test_employer_and_occupation_both_kept(text, employer, job):
 
 def test_as_much_as_is_no_job():
     assert not [f for f in extract_facts("I work at home as much as I can", AT) if f.key == "occupation"]
+
+
+@pytest.mark.parametrize("text", [
+    "So I joined in.",                       # LoCoMo: stored as "User works at in"
+    "I joined up with some friends.",
+    "I joined a book club last month.",
+    "I joined a local dance class.",
+    "I joined the Harry Potter fan club.",
+    "I switched to Spotify.",                # a product, where nothing speaks of work
+])
+def test_joining_a_pastime_is_no_employer(text):
+    assert not [f for f in extract_facts(text, AT) if f.key == "employer"]
+
+
+@pytest.mark.parametrize("text, employer", [
+    ("I joined Google last month.", "Google"),
+    ("I joined a startup in Berlin.", "a startup"),
+    ("I switched to Spotify, the job there pays better.", "Spotify"),
+    ("I started at Acme last week.", "Acme"),
+])
+def test_joining_a_workplace_is_the_employer(text, employer):
+    assert [f.value for f in extract_facts(text, AT) if f.key == "employer"] == [employer]
