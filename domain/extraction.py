@@ -170,11 +170,15 @@ def _norm_key(value: str) -> str:
 # may still keep the sentence as an opinion).
 _NOT_A_THING = re.compile(r"(?i)(?:你|您)|(?:that|this|how|what|when|where|why|your|you|is|was|"
                           r"the (?:idea|thought|way)|every day|makes|made|are|were|has|have)\b|to (?:hear|see|know|read)\b|"
-                          r"to$")
+                          r"to$|"
+                          # a bare verb whose object the value cut off ("I love spending time with the
+                          # friends I have" is not likes:spending time; the statement keeps it whole)
+                          r"(?:spending time|spending|playing|doing|being|going|having|getting|making|seeing|"
+                          r"hanging out|trying|taking|sharing|helping|spending it)$")
 # "I love their work", "I love having them around", "我喜欢他的画": a thing that is someone's the
 # turn named elsewhere. Alone, "User likes their work" is a fragment and its slot names nothing;
 # the statement channel keeps the sentence with what it leans on.
-_POINTS_OUT = re.compile(r"(?i)\b(?:it|its|them|they|their|theirs|his|him|he|her|hers|she|these|those)\b|[他她它]")
+_POINTS_OUT = re.compile(r"(?i)\b(?:it|its|them|they|their|theirs|his|him|he|her|hers|she|these|those)\b|(?<![\w'’])['’]em\b|[他她它]")
 _PARTICLES = re.compile(r"[了吧啊呀啦哦喔嘛哈]+$")
 _EN_PERSON = {"me": "them", "my": "their", "mine": "theirs", "myself": "themselves", "i": "they"}
 
@@ -211,7 +215,7 @@ def rule_spans(text: str) -> list[tuple[int, int, FactDraft]]:
             v = _clean(m.group(1))
             if rule.category == "policy" or rule.slot_hint == "likes":
                 v = _PARTICLES.sub("", v)  # "不要再推荐恐怖片了" → the instruction is "推荐恐怖片"
-            if not v or (rule.slot_hint == "likes" and (_NOT_A_THING.match(v) or _POINTS_OUT.search(v))):
+            if not v or (rule.slot_hint == "likes" and (_NOT_A_THING.match(v) or _POINTS_OUT.search(m.group(1)))):
                 continue
             starts.insert(i, start)
             ends.insert(i, end)
