@@ -147,15 +147,29 @@ _OBJECT_BEFORE = re.compile(r"\b(?:on|about|at|with|into|towards?|after)\s+(?:fo
 _ENDS_ON_IT = re.compile(r"\bUser(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){1,3}?\s+it(?=\s*(?:\(|$))")
 
 
+# A bare "this" or "that" as the object of the user's verb, naming nothing itself: "User will make
+# sure to remember this", "User has been waiting for this for a long time", "User might check that
+# one out" (not "User thinks that it …", where "that" opens a clause, nor "this book")
+_BARE_DEMONSTRATIVE = re.compile(
+    r"\bUser(?:\s+" + _NOT_BEFORE + r"[a-z'-]+){1,5}?\s+(?:this|that)(?:\s+one)?(?=\s*(?:\(|$|[,.;!-])|"
+    r"\s+(?:again|too|for|at|in|on|with|when|because|now|so|anymore|yet|already|ever|soon|before|today|tonight|out|"
+    r"up|back|every|all|more|much|a lot|lol|haha)\b)")
+
+# A gerund whose object it does not name opens the statement: "Playing it helps User …", "Having
+# them around brings User joy"
+_GERUND_ON_IT = re.compile(r"^[A-Z][a-z]+ing\s+(?:it|them)\b")
+
+
 def points_back(content: str) -> bool:
     """Does this third-person statement lean on something it does not name?"""
-    return any(p.match(content) for p in (_OPENS_ON_IT, _BARE_OBJECT)) or \
-        any(p.search(content) for p in (_OBJECT_BEFORE, _ENDS_ON_IT))
+    return any(p.match(content) for p in (_OPENS_ON_IT, _BARE_OBJECT, _GERUND_ON_IT)) or \
+        any(p.search(content) for p in (_OBJECT_BEFORE, _ENDS_ON_IT, _BARE_DEMONSTRATIVE))
 
 
-def with_reply(content: str, question: str, limit: int) -> str:
-    """`content` with the question it answers, before its resolved date; unchanged past `limit`."""
+def with_reply(content: str, question: str, limit: int, label: str = "in reply to") -> str:
+    """`content` with the question it answers (or, `label` "context", a sentence of its own turn that
+    names what it speaks of), before its resolved date; unchanged past `limit`."""
     date = _DATE_SUFFIX.search(content)
     head, tail = (content[:date.start()], date.group(0)) if date else (content, "")
-    out = f"{head} (in reply to: {question}){tail}"
+    out = f"{head} ({label}: {question}){tail}"
     return out if len(out) <= limit else content

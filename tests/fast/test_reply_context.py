@@ -49,11 +49,15 @@ def test_what_leans_on_something_it_does_not_name():
     for content in ("It's helped User a lot with strength", "They signed it for User", "That was amazing",
                     "User painted it because it was calming", "User will remember them",
                     "User loves his tech and that sarcastic humor", "User met her at the gym",
-                    "User has been working on for a while", "At dance class User felt it (on 2026-07-21)"):
+                    "User has been working on for a while", "At dance class User felt it (on 2026-07-21)",
+                    "User will make sure to remember this", "User might check that one out soon",
+                    "Playing it helps User get their emotions out"):
         assert points_back(content), content
     for content in ("User painted a sunset", "User loves that purple color", "User's sister lives in Rome",
                     "Itzel is User's friend", "User has a red bike", "User's sister and her husband live in Rome",
-                    "User worked at Google for years", "User went to the store for milk"):
+                    "User worked at Google for years", "User went to the store for milk",
+                    "User thinks that the plan works", "User loves this book", "User knows that it works",
+                    "Playing chess helps User relax"):
         assert not points_back(content), content
 
 
@@ -69,7 +73,7 @@ def test_a_statement_that_leans_on_the_question_keeps_it_and_others_do_not():
                                               "workouts. I also adopted a cat named Miso last week.", at=AT, reply_to=q)]
     assert any(c.startswith("It's helped User") and "(in reply to: How's it going with yoga?" in c for c in facts), facts
     assert any("Miso" in c and "in reply to" not in c for c in facts), facts
-    # without a question the statement is kept as said, as before
+    # without a question the statement is kept as said: nothing else of the turn is kept (statements 6.)
     alone = [d.content for d in extract_facts("Thanks! It's helped me improve my strength and flexibility during my "
                                               "workouts.", at=AT)]
     assert alone and not any("in reply to" in c for c in alone)
