@@ -40,6 +40,7 @@ from typing import Any
 
 from domain.classification import STATEMENT_KINDS, classify_rules
 from domain.drafts import FactDraft, bounded
+from domain.references import unresolved
 from domain.reply_context import points_back, with_reply
 from domain.text import STOP, RelativeDate, relative_dates
 
@@ -455,7 +456,13 @@ def third_person_en(text: str) -> str:
             named = True
     out.append(text[pos:])
     s = "".join(out)
+    # "I want 'em to feel at home": spoken "them", written out so a reader (and reply_context's
+    # pointing-back check) sees the pronoun
+    s = _EM.sub("them", s)
     return re.sub(r"  +", " ", s)
+
+
+_EM = re.compile(r"(?<![\w'’])['’]em\b")
 
 
 _CAPWORDS = re.compile(r"[A-Z](?<![\w'’][A-Z])[\w'’-]*(?:\s+(?:of\s+|the\s+|de\s+|von\s+)?[A-Z][\w'’-]*)*")
@@ -896,34 +903,39 @@ def statement_spans(text: str, at: datetime | None = None,
     text = bounded(text)
     out: list[tuple[int, int, FactDraft]] = []
     follows = False           # the previous sentence became the last statement (and took no follow-up yet)
+    followed = False          # the previous sentence was a follow-up that joined the last statement
     short: tuple[int, str] | None = None   # the previous sentence, first-person but too short alone
     replying: list[int] = []  # statements (indexes in out) that lean on the question they answer
     named: tuple[int, str] | None = None   # the previous sentence, kept nothing, may name an antecedent
+    unkept: list[tuple[int, str]] = []     # every sentence that kept nothing, for a statement still unresolved (5.)
     fences = [f.span() for f in _FENCE.finditer(text)] if "```" in text else []
     for i, (m, cjk) in enumerate(_segments(text)):
         if i >= MAX_SENTENCES:
             break
         sentence = m.group(0)[:MAX_SENTENCE_CHARS]
         before, named = named, None      # set again at the end, only for a sentence that kept nothing
+        touching, followed = follows or followed, False   # the last statement ends at the sentence before
         if not sentence.strip() or _looks_like_code(sentence) or any(a <= m.start() < b for a, b in fences):
             follows, short = False, None
             continue
         draft = _guarded(_statement_zh if cjk else _statement_en, sentence, at)
-        if draft is not None and not cjk and points_back(draft.content):
+        if draft is not None and not cjk and _leans_on_context(draft.content):
             # "I use a whiteboard to stay on track. It keeps me motivated.": the second statement's
             # subject is the first's object, so alone it is a fragment; so is one whose object is
             # ("… a book I really enjoy. I highly recommend it.": reply_context.points_back). 1. It joins the statement
             # before it (the sentence that names what "it" is). 2. The sentence before said nothing
             # alone but names it: both, as one fact. 4. (below) The sentence before kept nothing but
             # names it: it goes first. 3. Nothing in this turn names it (it points into the other
-            # speaker's turn): kept as said with what it replies to, an aside before a statement of its own cut off.
-            # Not storing it was measured: LoCoMo from turns lost evidence (R@10 62.3 → 60.7).
-            if follows:
+            # speaker's turn): kept with what it replies to, an aside before a statement of its own cut off;
+            # 5. and 6. (_with_context, at the end) for one that still names nothing.
+            if touching:
+                # (also after a follow-up: "My old area was hit by a flood. The infrastructure wasn't
+                # great so homes were ruined. It's reminding me we need to fix things up.")
                 start, _, prev = out[-1]
                 joined = _joined(prev, draft.content)
                 if joined is not prev:
                     out[-1] = (start, m.end(), joined)
-                    short = None
+                    short, followed = None, True
                     continue
             elif short is not None and len(out) < MAX_STATEMENTS:
                 if (span := _rescued(short, m.end(), draft.content, at)) is not None:
@@ -948,7 +960,7 @@ def statement_spans(text: str, at: datetime | None = None,
         if draft is not None:
             if len(out) >= MAX_STATEMENTS:
                 break
-            if reply_to and i < REPLY_SENTENCES and not cjk and points_back(draft.content):
+            if reply_to and i < REPLY_SENTENCES and not cjk and _leans_on_context(draft.content):
                 # 3. (above) Nothing in this turn names what it leans on: the question it answers, or
                 #    the remark it replies to, does most often. Only near the turn's start: later
                 #    sentences lean on the turn itself.
@@ -963,18 +975,66 @@ def statement_spans(text: str, at: datetime | None = None,
             # about what the statement before it told joins it, so the fact carries its details
             start, _, prev = out[-1]
             out[-1] = (start, m.end(), _joined(prev, more))
+            followed = True
         elif more and len(out) < MAX_STATEMENTS:
             # "I love this series. It has adventures, magic and great characters.": too short alone,
             # but the sentence after says what it is about (ignores: `more` without `follows` means short is set)
             if (span := _rescued(short, m.end(), more, at)) is not None:  # type: ignore[arg-type]
                 out.append(span)
+            else:
+                more = None   # joined nothing: this sentence may still name what the next leans on
         follows = False
         short = None if (more or cjk) else (m.start(), sentence)
         named = None if (more or cjk) else ((m.start(), ante) if (ante := _antecedent(sentence)) else None)
+        if not more and not cjk:
+            unkept.append((m.start(), sentence))
     for k in replying:
         start, end, draft = out[k]
         out[k] = (start, end, dataclasses.replace(draft, content=with_reply(draft.content, reply_to or "", MAX_CONTENT_CHARS)))
-    return out
+    read = [_with_context(span, unkept) for span in out]
+    naming = [span for span, names in read if names]
+    # 6. … but where the turn keeps nothing else, what it said stays: its words are all that finds
+    #    this turn again (LoCoMo from turns: not storing these either cost R@10 63.2 → 61.4).
+    return naming if naming else [span for span, _ in read]
+
+
+# Words to the other speaker: a name opening the sentence, praise or wishes for what they said
+_TALK_TO_OTHER = re.compile(r"^\s*[A-Z][a-z]+,|(?i:\b(?:sounds?|sounded|good luck|best of luck|appreciate|"
+                            r"congrat\w*|must have been|must've been|glad|happy for|proud of|thanks|thank you)\b)")
+MAX_CONTEXT_CHARS = 160   # a sentence of the turn kept beside a statement, as a question is (reply_context)
+
+
+def _with_context(span: tuple[int, int, FactDraft],
+                  unkept: list[tuple[int, str]]) -> tuple[tuple[int, int, FactDraft], bool]:
+    """5. A statement that, read with all it could lean on so far (the sentence before, the question
+    it answers), still names nothing of what it speaks of (references.unresolved): the turn's
+    nearest sentence that kept nothing but says something goes beside it, as a question does
+    ("It brings User so much happiness (context: Here's to a good time at the café last weekend -
+    they even had thoughtful signs like this)"); if even that names nothing, it is not stored: it
+    would tell a later reader nothing (6., in the caller: unless the turn keeps nothing else). The
+    nearest sentence before it first, else after it. Returns (the span, whether it names what it
+    speaks of)."""
+    start, end, draft = span
+    if not draft.rule.startswith("statement.en.") or unresolved(draft.content) is None:
+        return span, True
+    before = [s for at, s in reversed(unkept) if at < start]
+    after = [s for at, s in unkept if at >= end]
+    for sentence in (*before, *after):
+        # what _antecedent would name, never words to the other speaker ("Caroline, it's got to be
+        # tough …", "Best of luck in the tournament", "That book sounds awesome")
+        said = _antecedent(sentence)
+        if said is None or len(said) > MAX_CONTEXT_CHARS or _TALK_TO_OTHER.search(sentence):
+            continue
+        content = with_reply(draft.content, said, MAX_CONTENT_CHARS, label="context")
+        if unresolved(content) is None:
+            return (start, end, dataclasses.replace(draft, content=content)), True
+        break
+    return span, False
+
+
+def _leans_on_context(content: str) -> bool:
+    """Does a statement need the sentence before, or the question it answers, to be understood?"""
+    return points_back(content) or unresolved(content) is not None
 
 
 class _Piece:

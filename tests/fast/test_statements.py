@@ -343,10 +343,20 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
      ["User's parents live nearby. They always support User, even when User makes mistakes"]),
     ("I finally finished my novel. This has been great for my mental health.",
      ["User finally finished their novel. This has been great for User's mental health"]),
-    # nothing in the turn names it (it points into the other speaker's turn): kept as said. Not
-    # storing it lost evidence (LoCoMo from turns: R@10 62.3 → 60.7); what the other speaker's turn
-    # asked or remarked goes with it (tests/fast/test_reply_context.py)
+    # nothing in the turn names it (it points into the other speaker's turn): what the other
+    # speaker's turn asked or remarked goes with it (tests/fast/test_reply_context.py); with
+    # neither, kept as said where the turn keeps nothing else (its words are all that finds it)…
     ("Thanks, Melanie! It brings me so much happiness.", ["It brings User so much happiness"]),
+    # … and not stored beside what the turn does keep: alone it tells a later reader nothing
+    ("I adopted a cat named Miso last week. Thanks, Melanie! Anyway it brings me so much happiness.",
+     ["User adopted a cat named Miso (week of 2026-11-23)"]),
+    # … unless a sentence of the turn that kept nothing says what it leans on: after it, as said,
+    # or (not the sentence before) beside it
+    ("I ran my first marathon in May. Wow, what a year! The new running club downtown is great. It keeps me going.",
+     ["User ran their first marathon in May", "The new running club downtown is great. It keeps User going"]),
+    ("I ran my first marathon in May. Thanks so much, Jo! The new running club downtown is great. Wow, what a year! "
+     "It keeps me going.",
+     ["User ran their first marathon in May", "It keeps User going (context: The new running club downtown is great)"]),
     # the sentence before kept nothing (it is not about the user) but names what it leans on: it
     # goes in first, as said
     ("Thanks! That picture is from MinaLima. They created all the props for the Harry Potter films, and I love their work.",
@@ -386,6 +396,17 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
      ["User finally finished their first screenplay. User has been working on for a while, such a relief to have it all done (on 2026-11-27)"]),
     ("Having a creative space for dancers is so important. At dance class with my friends I felt it.",
      ["Having a creative space for dancers is so important. At dance class with User's friends User felt it"]),
+    # a bare "this" or "that" as the object
+    ("I lost all my photos when my laptop died. I never want to go through this again.",
+     ["User lost all their photos when their laptop died. User never wants to go through this again"]),
+    # after a follow-up sentence joined the statement, what points back still joins it
+    ("My old area was hit by a nasty flood. The infrastructure wasn't great so lots of homes were ruined. "
+     "It's reminding me we need to fix things up.",
+     ["User's old area was hit by a nasty flood. The infrastructure wasn't great so lots of homes were ruined. "
+      "It's reminding User User and others need to fix things up"]),
+    # spoken "'em" is "them", and points back like it
+    ("Making my spot comfortable for my customers is key. I want 'em to feel like they're in an oasis.",
+     ["Making User's spot comfortable for their customers is key. User wants them to feel like they're in an oasis"]),
 ])
 def test_a_statement_that_points_back_is_read_with_what_it_points_to(text, facts):
     """#30 item 5: a memory whose meaning lived in the sentence before is a fragment."""
