@@ -39,7 +39,7 @@ from streams.extraction_core import offline_drafts
 from tests.kafka_helpers import dead_letters, read_all
 from tests.helpers import (assert_same_projections, cluster_nodes, cluster_stack_settings, cluster_stack_up,
                            end_offsets, fault_env, fault_service, fault_stack_settings, fault_stack_up, restart_service,
-                           stored_total, wait_for)
+                           wait_for)
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
 
@@ -164,10 +164,9 @@ def _settled_now(settings, expected: set[str]):
     if not expected <= decided:
         return _NotYet(f"{len(expected - decided)} of {len(expected)} facts undecided, "
                        f"e.g. {sorted(expected - decided)[:3]}")
-    from tests.helpers import end_offsets
-    memory_end = end_offsets(settings, ["memory"])
-    behind = {name: memory_end - total for name in PROJECTORS if (total := stored_total(settings, name)) < memory_end}
-    return True if not behind else _NotYet(f"projectors behind the memory topic's end: {behind}")
+    from tests.helpers import projectors_behind
+    behind = projectors_behind(settings)
+    return True if not behind else _NotYet(f"projectors behind the log's end (stored, end): {behind}")
 
 
 def _publish(settings, keys, turns, per_s: float) -> threading.Thread:
