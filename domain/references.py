@@ -71,7 +71,7 @@ _DUMMY_IT = re.compile(
     r"\b(?:made|make|makes|making)\s+it\b(?=\s*(?:$|[,.;!]))|"
     r"\b(?:take|takes|took|taking)\s+it\s+(?:easy|slow|one day|day by day|step by step)\b|"
     r"\b(?:go|went|going)\s+for\s+it\b|\bthat's\s+it\b|\bas\s+it\s+(?:is|was|were)\b|"
-    r"\b(?:love|loved|loves|hate|hated|hates)\s+it\s+when\b|\bit\s+all\s+(?:started|began)\b", re.I)
+    r"\b(?:love|loved|loves|hate|hated|hates)\s+it\s+when\b|\bhow(?:'s| is| was| has) it (?:been )?going\b|\bit\s+all\s+(?:started|began)\b", re.I)
 _IT = re.compile(r"(?i)\b(?:it|its)\b")
 # A bare demonstrative: not followed by its noun (the next word is a verb, a preposition, an
 # adverb, punctuation, or nothing).
@@ -105,7 +105,12 @@ _LIGHT = frozenset("so too really very just also even still always never ever co
                    "will would can could should might must going got get gets been being".split())
 # "Her name is Shadow", "His name's Max": the clause names who
 _NAMED_HERE = re.compile(r"(?i)(?:his|her|their)\s+names?(?:'s|\s+is|\s+was|\s+are)\s+(?-i:[A-Z])")
-_THIRD = re.compile(r"(?i)\b(?:he|she|him|his|her|hers|they|they're|they've|they'll|he's|she's)\b")
+# ("Their" only opening the statement: later, third_person_en writes "their" for the user's "my")
+_THIRD = re.compile(r"(?i)\b(?:he|she|him|his|her|hers|they|they're|they've|they'll|he's|she's)\b|^Their\b")
+# A question that points with the same word names nothing for it ("They signed it … (in reply to:
+# Did they sign it for a special reason?)")
+_SAME_WORD = {"it": r"\b(?:it|its)\b", "this": r"\b(?:this|these|those)\b", "that": r"\bthat\b",
+              "there": r"\bthere\b", "person": r"\b(?:he|she|him|his|her|they|them|their)\b"}
 
 
 def _prefix_names(prefix: str, person: bool = False) -> bool:
@@ -136,7 +141,7 @@ def unresolved(content: str) -> str | None:
         text = text[:contexts[0].start()]
     scrubbed = _DUMMY_IT.sub(lambda m: "~" * len(m.group(0)), text)
     scrubbed = _THERE_EXISTENTIAL.sub(lambda m: "~" * len(m.group(0)), scrubbed)
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, str, str]] = []
     for pattern, kind in ((_IT, "it"), (_BARE_DEMONSTRATIVE, "this"), (_THAT, "that"), (_THERE, "there"),
                           (_THIRD, "person")):
         for m in pattern.finditer(scrubbed):
@@ -151,12 +156,13 @@ def unresolved(content: str) -> str | None:
                     continue
             elif _prefix_names(prefix):
                 continue
-            found.append((at, word if kind != "that" else "that"))
+            found.append((at, word if kind != "that" else "that", kind))
             break
     if not found:
         return None
-    _, word = min(found)
-    if any(_NOUN_PHRASE.search(c.group(1)) or _PERSON.search(c.group(1)) for c in contexts):
+    _, word, kind = min(found)
+    if any((_NOUN_PHRASE.search(c.group(1)) or _PERSON.search(c.group(1))) and
+           not re.search(_SAME_WORD[kind], _DUMMY_IT.sub(" ", c.group(1)), re.I) for c in contexts):
         return None     # the question it answers (or its turn's sentence) names something it may stand for
     return word
 

@@ -132,8 +132,9 @@ _VOCATIVE = re.compile(r"([A-Z][a-z]+),\s+")
 # fun" has one (a gerund), "Went hiking" does not.
 _ELIDED = re.compile(r"^(?i:(just\s+|finally\s+|recently\s+)?(got|bought|finished|started|went|had|made|took|adopted|"
                      r"moved|visited|tried|joined|signed up|gonna|been(?!\s+(?:a|an|the|such|quite|so|"
-                     r"ages|forever)\b)|planning to|planning on|planning a|off to|can't wait|cannot wait|love|"
-                     r"enjoy|hate))\b")
+                     r"ages|forever)\b)|planning to|planning on|planning a|off to|can't wait|cannot wait|"
+                     # "Love this!" elides "I"; "Love is truly magical" is the noun
+                     r"(?:love|enjoy|hate)(?!\s+(?:is|was|are|were|has|had|will|would|can|makes|made|keeps)\b)))\b")
 _ELIDED_WORDS = frozenset("got bought finished started went had made took adopted moved visited tried joined signed "
                           "gonna going been planning off can't cannot love enjoy hate".split())
 # First-person filler: agreement, politeness and encouragement, whatever follows.
@@ -602,6 +603,10 @@ _DANGLING = re.compile(r"(?i)(?:^|\s)(?:just|only|since|until|by|on|in|during|fr
 
 
 def _remove_span(text: str, start: int, end: int) -> str:
+    if text.startswith("'s ", end) and _IS_NEXT.match(text, end + 3):
+        # "Tomorrow's gonna be a great night", "Today's my birthday": "'s" is "is", the day its
+        # subject → "It's gonna be …", "It's User's birthday" (the date is written after)
+        return text[:start] + ("It" if not text[:start].strip() else "it") + text[end:]
     if text.startswith(("'s ", "'s,"), end):           # "during last week's game" → "during the game"
         return text[:start] + "the" + text[end + 2:]
     left, right = text[:start].rstrip(" ,，"), text[end:].lstrip(" ,，")
@@ -611,6 +616,10 @@ def _remove_span(text: str, start: int, end: int) -> str:
     if left and right and _CJK.match(right[0]) and text[:start].rstrip().endswith(("，", ",")):
         space = "，"     # "我是护士，上个月去了东京" → "我是护士，去了东京": the clauses stay apart
     return (left + space + right).strip(" ,-，")
+
+
+_IS_NEXT = re.compile(r"(?:gonna|going|been|my|our|a|an|the|so|such|really|very|just|also|finally|not|"
+                      r"gotta|definitely|too|all|one|User's|their)\b")
 
 
 def _cap(text: str, limit: int = MAX_CONTENT_CHARS) -> str:

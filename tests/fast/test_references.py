@@ -19,6 +19,8 @@ from domain.references import unresolved
     ("Playing it helps User get their emotions out", "it"),
     # a question that names nothing does not help
     ("User painted it (in reply to: Did User paint it?)", "it"),
+    ("They signed it for User (in reply to: Did they sign it for a special reason?)", "They"),
+    ("Their love gives User strength", "Their"),     # "their" opening the statement is someone's
 ])
 def test_a_pointing_word_with_nothing_it_may_stand_for(content, word):
     assert unresolved(content) == word
@@ -43,6 +45,8 @@ def test_a_pointing_word_with_nothing_it_may_stand_for(content, word):
     "User injured themselves not long ago. It sucked because User missed games",   # a clause of its own
     "User painted it after the trip (in reply to: What made User paint the sunset?)",
     "It brings User so much happiness (context: The new running club downtown is great)",
+    "It's helped User a lot (in reply to: How's it going with yoga? Has User noticed any improvements?)",
+    "User loves their dog. Their fur is soft",
 ])
 def test_a_statement_that_names_what_it_speaks_of(content):
     assert unresolved(content) is None, unresolved(content)

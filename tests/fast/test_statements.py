@@ -335,6 +335,20 @@ def test_playing_or_speaking_with_no_object_of_its_own_is_not_a_pastime(text):
     assert extract_facts(text) == []
 
 
+@pytest.mark.parametrize("text, facts", [
+    # "'s" after a day is "is": the day was the subject (it read "The gonna be an awesome night")
+    ("Tomorrow's gonna be an awesome night and I'm not gonna forget it.",
+     ["It's gonna be an awesome night and User is not gonna forget it (on 2026-12-02)"]),
+    ("Today's my birthday and I'm turning 30.", ["It's User's birthday and User is turning 30 (on 2026-12-01)"]),
+    # … a possessive stays one ("last week's game" → "the game")
+    ("I loved last week's game with my dad.", ["User loved the game with their dad (week of 2026-11-24)"]),
+    # "Love is …" is the noun, not "I love" with the "I" left out (it read "User loves is truly magical")
+    ("Love is truly magical and brings so much joy.", []),
+])
+def test_a_day_or_a_noun_opening_the_sentence_is_not_taken_for_the_user(text, facts):
+    assert [d.content for d in extract_statements(text, datetime(2026, 12, 1, tzinfo=timezone.utc))] == facts
+
+
 @pytest.mark.parametrize("text,facts", [
     # the statement before names what "it" / "they" / "this" is: one fact
     ("I use a whiteboard to stay on track. It keeps me motivated and focused.",
