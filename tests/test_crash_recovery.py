@@ -20,18 +20,13 @@ from memstream.app.workers import worker_command
 from projections import pg
 from projections.runner import ProjectorRunner
 from schemas.codec import encode
-from tests.helpers import assert_same_projections, wait_for
+from tests.helpers import assert_same_projections, stored_positions, wait_for
 
 N_EVENTS = 10_000
 
 
 def stored_total(settings, projector_name: str) -> int:
-    proj = build_projector(projector_name, settings)
-    proj.setup()
-    try:
-        return sum(proj.positions().values())
-    finally:
-        proj.close()
+    return sum(stored_positions(settings, projector_name).values())   # without setup's DDL (tests/helpers.py)
 
 
 def start_projectors(settings) -> subprocess.Popen:
