@@ -361,9 +361,12 @@ def test_a_day_or_a_noun_opening_the_sentence_is_not_taken_for_the_user(text, fa
     # speaker's turn asked or remarked goes with it (tests/fast/test_reply_context.py); with
     # neither, kept as said where the turn keeps nothing else (its words are all that finds it)…
     ("Thanks, Melanie! It brings me so much happiness.", ["It brings User so much happiness"]),
-    # … and not stored beside what the turn does keep: alone it tells a later reader nothing
+    # … and beside what the turn does keep, no memory of its own: it goes into the statement before
+    # it (alone it tells a later reader nothing), or the one after it
     ("I adopted a cat named Miso last week. Thanks, Melanie! Anyway it brings me so much happiness.",
-     ["User adopted a cat named Miso (week of 2026-11-23)"]),
+     ["User adopted a cat named Miso. It brings User so much happiness (week of 2026-11-23)"]),
+    ("Anyway it brings me so much happiness. Thanks! I adopted a cat named Miso last week.",
+     ["It brings User so much happiness. User adopted a cat named Miso (week of 2026-11-23)"]),
     # … unless a sentence of the turn that kept nothing says what it leans on: after it, as said,
     # or (not the sentence before) beside it
     ("I ran my first marathon in May. Wow, what a year! The new running club downtown is great. It keeps me going.",
