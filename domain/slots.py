@@ -61,28 +61,6 @@ _AS_JOB = re.compile(r"\s+as\s+(?:an?\s+|the\s+)?(?P<job>[A-Za-z][\w'’ -]{1,40
 _JOINED = re.compile(rf"{_I}(?:{_AP}ve| have)?{_ADVS}\s+(?P<verb>joined|started at|started working at|started working for|"
                      rf"got a (?:new )?job at|got a (?:new )?job with|got hired at|got hired by|was hired by|"
                      rf"moved to a new job at|switched to|landed a job at)\s+" + _ORG)
-# "joined", "started at" and "switched to" take clubs, classes and plans as often as employers ("I joined
-# a book club", "so I joined in", "I switched to decaf"): an employer only where it is named ("Initech",
-# "the Red Cross") or is a kind of workplace ("a startup"), and never a club, class or team of a pastime.
-_JOINED_ANYTHING = frozenset(("joined", "started at", "switched to"))
-_WORKPLACE = re.compile(r"(?i)\b(?:company|startup|start-up|firm|agency|bank|hospital|clinic|lab|laboratory|studio|"
-                        r"bakery|restaurant|cafe|café|shop|store|corporation|consultancy|practice|newspaper|magazine|"
-                        r"publisher|factory|plant|office|department|ministry|council|school|university|college)\b")
-_MEMBERSHIP = re.compile(r"(?i)\b(?:club|class|classes|course|gym|team|group|league|choir|band|community|meetup|"
-                         r"program|programme|society|circle|chat|forum|server|cause|protest|march|movement|crew|"
-                         r"squad|workshop|session|race|marathon|challenge|fandom|fan|fans|list|waitlist|call|game)\b")
-
-
-def _employer_joined(verb: str, org: str, text: str) -> bool:
-    """Is what the user joined (or started at, switched to) an employer? See _JOINED_ANYTHING.
-    "Switched to" names a product as often as a workplace ("I switched to Spotify"): only where
-    the turn speaks of work."""
-    if verb not in _JOINED_ANYTHING:
-        return True
-    if _MEMBERSHIP.search(org) or (verb == "switched to" and not _WORK_TALK.search(text)):
-        return False
-    named = re.sub(r"^(?:the|a|an)\s+", "", org)
-    return named[:1].isupper() or bool(_WORKPLACE.search(org))
 _STUDY_AT = re.compile(rf"(?:{_I}{_ADVS}\s+(?:study|am studying|{_AP}m studying|go to school|attend|am enrolled|"
                        rf"{_AP}m enrolled)\s+(?:at|in)\s+|{_IM}{_ADVS}\s+(?:an?\s+)?(?:student|freshman|sophomore|"
                        rf"junior|senior|grad student|graduate student|phd student|undergrad|undergraduate)\s+at\s+)"
@@ -117,6 +95,30 @@ _WORK_TALK = re.compile(r"(?i)\b(?:job|jobs|work|worked|working|company|companie
                         r"co-?workers?|office|startup|salary|resign\w*|position|role|employer|hired|fired|laid off|"
                         r"offer|interview|retire\w*|quit|years there|freelanc\w*|promotion|"
                         r"(?:my|our) own (?:business|company|shop|store|firm|startup|bakery|restaurant|studio|practice|agency))\b")
+# "joined", "started at" and "switched to" take clubs, classes and plans as often as employers ("I joined
+# a book club", "so I joined in", "I switched to decaf"): an employer only where it is named ("Initech",
+# "the Red Cross") or is a kind of workplace ("a startup"), and never a club, class or team of a pastime.
+_JOINED_ANYTHING = frozenset(("joined", "started at", "switched to"))
+_WORKPLACE = re.compile(r"(?i)\b(?:company|startup|start-up|firm|agency|bank|hospital|clinic|lab|laboratory|studio|"
+                        r"bakery|restaurant|cafe|café|shop|store|corporation|consultancy|practice|newspaper|magazine|"
+                        r"publisher|factory|plant|office|department|ministry|council|school|university|college)\b")
+_MEMBERSHIP = re.compile(r"(?i)\b(?:club|class|classes|course|gym|team|group|league|choir|band|community|meetup|"
+                         r"program|programme|society|circle|chat|forum|server|cause|protest|march|movement|crew|"
+                         r"squad|workshop|session|race|marathon|challenge|fandom|fan|fans|list|waitlist|call|game)\b")
+
+
+def _employer_joined(verb: str, org: str, text: str) -> bool:
+    """Is what the user joined (or started at, switched to) an employer? See _JOINED_ANYTHING.
+    "Switched to" names a product as often as a workplace ("I switched to Spotify"): only where
+    the turn speaks of work."""
+    if verb not in _JOINED_ANYTHING:
+        return True
+    if _MEMBERSHIP.search(org) or (verb == "switched to" and not _WORK_TALK.search(text)):
+        return False
+    named = re.sub(r"^(?:the|a|an)\s+", "", org)
+    return named[:1].isupper() or bool(_WORKPLACE.search(org))
+
+
 _ORG_TAIL = re.compile(r"\s+(?:after|to|because|since|at|on|over)\b.*$")
 _VERB_ONLY = re.compile(r"(?i)^(?:left|stopped working)")
 _ZH_LEFT = re.compile(r"我(?:已经|刚|刚刚|上个月|上周|去年|最近|终于)?(?:从(?P<org>[\u4e00-\u9fffA-Za-z0-9]{2,14}?)"

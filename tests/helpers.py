@@ -40,7 +40,8 @@ def assert_same_projections(left, right, what: str, catch_up_s: float = 60.0) ->
         b.setup()
         try:
             deadline = time.monotonic() + catch_up_s
-            while (behind := _behind(a, b)) and time.monotonic() < deadline:
+            reference = {tp: o for tp, o in b.positions().items() if not tp[0].startswith("watermark:")}
+            while (behind := _behind(a, reference)) and time.monotonic() < deadline:
                 time.sleep(0.25)
             left_sum, right_sum = a.checksum(), b.checksum()
             assert left_sum == right_sum, f"{name}: {what}\n{_row_diff(a, left, right)}" + (
@@ -50,11 +51,10 @@ def assert_same_projections(left, right, what: str, catch_up_s: float = 60.0) ->
             b.close()
 
 
-def _behind(live, reference) -> dict:
-    """The partitions where the live projector's stored position is short of the reference's."""
-    ref = {tp: o for tp, o in reference.positions().items() if not tp[0].startswith("watermark:")}
+def _behind(live, reference: dict) -> dict:
+    """The partitions where the live projector's stored position is short of `reference`'s."""
     got = live.positions()
-    return {tp: (got.get(tp), o) for tp, o in ref.items() if got.get(tp, -1) < o}
+    return {tp: (got.get(tp), o) for tp, o in reference.items() if got.get(tp, -1) < o}
 
 
 def _row_diff(projector, left, right, limit: int = 5) -> str:
@@ -262,16 +262,17 @@ def projectors_behind(settings) -> dict[str, dict[str, tuple[int, int]]]:
     Per topic, not against the memory topic alone: the audit index, the session windows and the
     task buffers also read turns, facts or tasks (the producers are idempotent, not
     transactional, so a topic's high watermarks are where its readers end)."""
-    from projections.registry import PROJECTORS, build_projector
+    from projections.registry import PROJECTOR_TYPES
     behind: dict[str, dict[str, tuple[int, int]]] = {}
-    ends: dict[str, int] = {}
-    for name in PROJECTORS:
+    ends: dict[str, int] = {}          # per topic: several projectors read the memory topic
+    for name, projector_type in PROJECTOR_TYPES.items():
         stored = stored_positions(settings, name)
-        for topic in build_projector(name, settings).topics:
-            end = ends[topic] if topic in ends else ends.setdefault(topic, end_offsets(settings, [topic]))
+        for topic in projector_type.topics:
+            if topic not in ends:
+                ends[topic] = end_offsets(settings, [topic])
             got = sum(o for (t, _p), o in stored.items() if t == settings.topic(topic))
-            if got < end:
-                behind.setdefault(name, {})[topic] = (got, end)
+            if got < ends[topic]:
+                behind.setdefault(name, {})[topic] = (got, ends[topic])
     return behind
 
 
